@@ -1,0 +1,27 @@
+# LLM-specific utility for retrieval-augmented generation.
+# This file only loads and validates the configuration, includes the stages and names the final
+# targets; each stage lives in rules/<stage>.smk, its logic in src/llm_utility.
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/retrieval.smk"
+include: "rules/generation.smk"
+include: "rules/gold.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

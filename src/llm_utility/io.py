@@ -1,0 +1,73 @@
+"""Reading and writing the workflow's tables.
+
+Every output is written to a temporary file beside its target and renamed into place, so a job that
+fails or is killed never leaves a half-written file that a later run would mistake for a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import polars as pl
+
+# Column schemas of the workflow's interchange files (documented in the README).
+QUERIES_SCHEMA = {
+    "qid": pl.String,
+    "question": pl.String,
+    "answers": pl.List(pl.String),
+    "human_pids": pl.List(pl.String),
+    "task": pl.String,
+}
+PASSAGES_SCHEMA = {"pid": pl.String, "title": pl.String, "text": pl.String}
+RUN_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}
+TASKS = ("qa", "fact")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in ``path``'s directory; rename it onto ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def write_parquet(df: pl.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` to ``path`` atomically (zstd-compressed Parquet)."""
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp, compression="zstd")
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def conform(df: pl.DataFrame, schema: dict, name: str) -> pl.DataFrame:
+    """Select and cast ``df`` to ``schema``; raise a ValueError naming ``name`` and the missing columns."""
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: missing column(s) {missing}; found {df.columns}")
+    return df.select([pl.col(c).cast(t) for c, t in schema.items()])
+
+
+def read_table(path: str | os.PathLike, schema: dict | None = None) -> pl.DataFrame:
+    """Read a Parquet table, optionally checking it against ``schema``."""
+    df = pl.read_parquet(path)
+    return conform(df, schema, str(path)) if schema else df
+
+
+def unique_in_order(items: Sequence[str]) -> list[str]:
+    """Deduplicate ``items`` keeping the first occurrence's position."""
+    return list(dict.fromkeys(items))

@@ -1,0 +1,124 @@
+"""Rendering the analysis frames as CSV (tidy, plain numbers), Markdown and LaTeX tables.
+
+Markdown goes through pandas' ``to_markdown`` (tabulate) and LaTeX through pandas' Styler ``to_latex``
+(booktabs rules; the dataset blocks use ``\\multirow``, so the document needs ``booktabs`` and ``multirow``).
+Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+import pandas as pd
+import polars as pl
+
+from llm_utility.analysis import TABLE1_COLUMNS, matrices_long
+from llm_utility.io import atomic_path, write_text
+
+# The paper's column headers, for the LaTeX rendering.
+TABLE1_TEX_HEADERS = {
+    "None": "None",
+    "C": r"$\mathcal{C}$",
+    "U": r"$U$",
+    "Human": "Human",
+    "G(C)": r"$\mathcal{G}_{q}$ ($\mathcal{C}$)",
+    "G(U)": r"$\mathcal{G}_{q}$ ($U$)",
+}
+_TEX_SPECIAL = re.compile(r"([&%$#_{}~^\\])")
+_TEX_REPLACE = {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters in plain ``text`` (a dataset or model name)."""
+    return _TEX_SPECIAL.sub(lambda m: _TEX_REPLACE.get(m.group(1), "\\" + m.group(1)), text)
+
+
+def write_csv(df: pl.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` as CSV atomically."""
+    with atomic_path(path) as tmp:
+        df.write_csv(tmp)
+
+
+def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFrame]:
+    """Table 1's wide layout: one frame of formatted cells per dataset, rows = LLM.
+
+    A cell reads ``"70.46 (3.0)"`` (has_answer, then the average set size where there is one). The
+    best has_answer of each row (all of them on a tie at the printed precision) is bold: ``**..**``
+    for ``markup="md"``, ``\\textbf{..}`` for ``"tex"``, nothing for ``"plain"``.
+    """
+    bold = {"md": "**{}**", "tex": r"\textbf{{{}}}", "plain": "{}"}[markup]
+    shown = df.with_columns(
+        value=pl.col("has_answer").round(2),
+        best=pl.col("has_answer").round(2) == pl.col("has_answer").round(2).max().over("dataset", "llm"),
+    )
+    blocks: dict[str, pd.DataFrame] = {}
+    for (dataset,), part in shown.group_by("dataset", maintain_order=True):
+        cells: dict[str, dict[str, str]] = {}
+        for llm, column, value, size, best in part.select("llm", "column", "value", "avg_size", "best").iter_rows():
+            text = bold.format(f"{value:.2f}") if best else f"{value:.2f}"
+            if size is not None:
+                text += f" ({size:.1f})"
+            cells.setdefault(llm, {})[column] = text
+        block = pd.DataFrame.from_dict(cells, orient="index")
+        blocks[dataset] = block.reindex(columns=[c for c in TABLE1_COLUMNS if c in block.columns]).fillna("-")
+    return blocks
+
+
+def table1_markdown(df: pl.DataFrame) -> str:
+    """Table 1 as Markdown: a heading and a table per dataset, best per LLM in bold."""
+    parts = []
+    for dataset, block in table1_blocks(df, "md").items():
+        # disable_numparse keeps "30.00" from being reprinted as "30".
+        md = block.rename_axis("LLM").to_markdown(colalign=["left"] + ["right"] * block.shape[1], disable_numparse=True)
+        parts.append(f"### {dataset}\n\n{md}\n")
+    return "\n".join(parts)
+
+
+def table1_latex(df: pl.DataFrame) -> str:
+    """Table 1 as a LaTeX ``tabular``: dataset blocks (``\\multirow``) of LLM rows, best per LLM bold."""
+    blocks = {latex_escape(d): b.rename(index=latex_escape) for d, b in table1_blocks(df, "tex").items()}
+    if not blocks:
+        return ""
+    wide = pd.concat(blocks)
+    wide.columns = pd.Index([TABLE1_TEX_HEADERS[c] for c in wide.columns], name="Generator")
+    # The columns' name lands in the header cell above the LLM names, keeping one header row.
+    tex = wide.style.to_latex(
+        hrules=True, clines="skip-last;data", multirow_align="t", column_format="ll" + "r" * wide.shape[1]
+    )
+    # A block separator right before the bottom rule would double it.
+    return re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex)
+
+
+def write_table1(
+    df: pl.DataFrame,
+    csv_path: str | os.PathLike,
+    md_path: str | os.PathLike,
+    tex_path: str | os.PathLike,
+) -> None:
+    """Write Table 1 (the frame from ``analysis.table1``): tidy CSV, Markdown and LaTeX."""
+    write_csv(df, csv_path)
+    write_text(table1_markdown(df), md_path)
+    write_text(table1_latex(df), tex_path)
+
+
+def write_transfer_csv(
+    matrices: Mapping[str, pl.DataFrame], path: str | os.PathLike, candidates: str | None = None
+) -> None:
+    """Write transfer matrices (``analysis.transfer_matrix``, keyed by dataset) as one tidy CSV.
+
+    Columns: dataset, [candidates,] gold_from (whose gold set), llm (the answering LLM), has_answer (%).
+    """
+    long = matrices_long(matrices, "has_answer").rename({"row": "gold_from", "column": "llm"})
+    if candidates is not None:
+        long = long.select("dataset", pl.lit(candidates).alias("candidates"), pl.exclude("dataset"))
+    write_csv(long, path)
+
+
+def write_overlap_csv(matrices: Mapping[str, pl.DataFrame], path: str | os.PathLike) -> None:
+    """Write overlap matrices (``analysis.gold_overlap``, keyed by dataset) as one tidy CSV.
+
+    Columns: dataset, set_a, set_b, avg_overlap (passages per query; set_a == set_b gives the size).
+    """
+    write_csv(matrices_long(matrices, "avg_overlap").rename({"row": "set_a", "column": "set_b"}), path)

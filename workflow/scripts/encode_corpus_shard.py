@@ -1,0 +1,22 @@
+"""Rule encode_corpus_shard: dense embeddings of one contiguous slice of the corpus (.npy)."""
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.gpu import lease_gpus  # noqa: E402  (before torch is imported)
+
+with lease_gpus(snakemake.resources.gpu, snakemake.params.gpu_lock_dir):
+    import torch
+
+    from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder
+
+    torch.set_num_threads(snakemake.threads)
+    encoder = load_encoder(snakemake.params.encoder)
+    encode_corpus_shard(
+        encoder,
+        snakemake.input.passages,
+        shard=int(snakemake.wildcards.shard),
+        n_shards=snakemake.params.n_shards,
+        out_path=snakemake.output.embeddings,
+    )

@@ -1,0 +1,23 @@
+"""Rule retrieve: encode the queries and write the top-k run (qid, pid, rank, score)."""
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.gpu import lease_gpus  # noqa: E402  (before torch is imported)
+
+with lease_gpus(snakemake.resources.gpu, snakemake.params.gpu_lock_dir):
+    import torch
+
+    from llm_utility.pipeline import retrieve_job
+
+    torch.set_num_threads(snakemake.threads)
+    retrieve_job(
+        queries=snakemake.input.queries,
+        passages=snakemake.input.passages,
+        index=snakemake.input.index,
+        encoder_spec=snakemake.params.encoder,
+        top_k=snakemake.params.top_k,
+        output=snakemake.output.run,
+        log=log,
+    )
