@@ -7,7 +7,11 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default, unless the command line names a config (--configfile config/paper.yaml):
+# merging the two would mix demo and paper datasets.
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "config/schema.yaml")
@@ -22,6 +26,6 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

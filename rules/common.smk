@@ -7,7 +7,14 @@ from pathlib import Path
 
 # Jobs import the llm_utility library from this checkout, also inside per-rule conda environments.
 _SRC = str(Path(workflow.basedir) / "src")
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_SRC, os.environ.get("PYTHONPATH")) if p
+)
+
+
+envvars:
+    "PYTHONPATH",
+
 
 DATASETS = list(config["datasets"])
 LLMS = list(config["llms"])
@@ -26,15 +33,24 @@ def _check_config():
     """Cross-references the schema cannot express; errors name the offending key."""
     for name, ds in config["datasets"].items():
         if name in _RESERVED:
-            raise ValueError(f"config: datasets.{name}: '{name}' is reserved for results/{name}/")
+            raise ValueError(
+                f"config: datasets.{name}: '{name}' is reserved for results/{name}/"
+            )
         if ds["corpus"] not in config["corpora"]:
-            raise ValueError(f"config: datasets.{name}.corpus = '{ds['corpus']}' is not in corpora ({CORPORA})")
+            raise ValueError(
+                f"config: datasets.{name}.corpus = '{ds['corpus']}' is not in corpora ({CORPORA})"
+            )
         if ds["retriever"] not in config["retrievers"]:
             raise ValueError(
                 f"config: datasets.{name}.retriever = '{ds['retriever']}' is not in retrievers ({RETRIEVERS})"
             )
-        if ds["source"] == "worldfacts" and config["corpora"][ds["corpus"]]["source"] != "worldfacts":
-            raise ValueError(f"config: datasets.{name}: worldfacts queries need a worldfacts corpus")
+        if (
+            ds["source"] == "worldfacts"
+            and config["corpora"][ds["corpus"]]["source"] != "worldfacts"
+        ):
+            raise ValueError(
+                f"config: datasets.{name}: worldfacts queries need a worldfacts corpus"
+            )
 
 
 _check_config()
@@ -95,18 +111,65 @@ def llm_conda_env(wildcards):
 
 def encoder_conda_env(wildcards):
     backend = retriever_cfg(wildcards)["backend"]
-    return "../envs/encode-flagembedding.yaml" if backend == "flagembedding" else "../envs/encode.yaml"
+    return (
+        "../envs/encode-flagembedding.yaml"
+        if backend == "flagembedding"
+        else "../envs/encode.yaml"
+    )
 
 
 def other_llms(llm):
     return [o for o in LLMS if o != llm]
 
 
+# A user's own files are inputs (edits rerun what depends on them) once they exist; a missing one is
+# left out so the DAG still resolves (e.g. `snakemake -n` of config/paper.yaml before downloading),
+# and the job then stops with an error naming the config key.
+def local_corpus_file(wildcards):
+    cfg = config["corpora"][wildcards.corpus]
+    return (
+        [cfg["path"]]
+        if cfg["source"] == "local" and os.path.exists(cfg["path"])
+        else []
+    )
+
+
+def local_queries_file(wildcards):
+    cfg = dataset_cfg(wildcards)
+    return (
+        [cfg["queries"]]
+        if cfg["source"] == "local" and os.path.exists(cfg["queries"])
+        else []
+    )
+
+
+def embedding_shards(wildcards):
+    n = config["retrievers"][wildcards.retriever]["shards"]
+    return expand(
+        "results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
+        corpus=wildcards.corpus,
+        retriever=wildcards.retriever,
+        shard=range(n),
+    )
+
+
+def index_of_dataset(wildcards):
+    return (
+        f"results/corpora/{corpus_of(wildcards)}/{retriever_of(wildcards)}/index.faiss"
+    )
+
+
 def all_targets():
     tables = ["results/tables/retrieval.md", "results/tables/table1_rag.md"]
     figures = [
         f"results/figures/{name}.png"
-        for name in ("fig1_left_topk", "fig1_right_transfer", "fig2_transfer_U", "fig8_transfer_C", "fig3_overlap")
+        for name in (
+            "fig1_left_topk",
+            "fig1_right_transfer",
+            "fig2_transfer_U",
+            "fig8_transfer_C",
+            "fig3_overlap",
+        )
     ]
     return tables + figures
 

@@ -5,14 +5,14 @@
 rule materialize_model:
     output:
         manifest="resources/models/{llm}/manifest.json",
-    params:
-        spec=llm_cfg,
     log:
         "logs/materialize_model/{llm}.log",
     benchmark:
         "benchmarks/out/materialize_model/{llm}.tsv"
     conda:
         llm_conda_env
+    params:
+        spec=llm_cfg,
     script:
         "../workflow/scripts/materialize_model.py"
 
@@ -26,21 +26,24 @@ rule answer_candidates:
         manifest=manifest_of,
         prompts=config["prompts"],
     output:
-        **{c: f"results/{{dataset}}/{{llm}}/answers/{c}.parquet" for c in CANDIDATE_CONTEXTS},
-    params:
-        spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
-    resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
-    threads: 2
+        **{
+            c: f"results/{{dataset}}/{{llm}}/answers/{c}.parquet"
+            for c in CANDIDATE_CONTEXTS
+        },
     log:
         "logs/answer_candidates/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_candidates/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
+    threads: 2
+    resources:
+        gpu=lambda wc: llm_cfg(wc)["gpu"],
+    params:
+        spec=llm_cfg,
+        top_k=config["top_k"],
+        store=store_of,
+        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/answer.py"
 
@@ -58,20 +61,20 @@ rule answer_gold:
     output:
         gold_C="results/{dataset}/{llm}/answers/gold_C.parquet",
         gold_U="results/{dataset}/{llm}/answers/gold_U.parquet",
-    params:
-        spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
-    resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
-    threads: 2
     log:
         "logs/answer_gold/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_gold/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
+    threads: 2
+    resources:
+        gpu=lambda wc: llm_cfg(wc)["gpu"],
+    params:
+        spec=llm_cfg,
+        top_k=config["top_k"],
+        store=store_of,
+        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/answer.py"
 
@@ -89,19 +92,19 @@ rule answer_transfer:
     output:
         gold_C="results/{dataset}/{llm}/answers/gold_C_from_{source}.parquet",
         gold_U="results/{dataset}/{llm}/answers/gold_U_from_{source}.parquet",
-    params:
-        spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
-    resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
-    threads: 2
     log:
         "logs/answer_transfer/{dataset}/{llm}/{source}.log",
     benchmark:
         "benchmarks/out/answer_transfer/{dataset}/{llm}/{source}.tsv"
     conda:
         llm_conda_env
+    threads: 2
+    resources:
+        gpu=lambda wc: llm_cfg(wc)["gpu"],
+    params:
+        spec=llm_cfg,
+        top_k=config["top_k"],
+        store=store_of,
+        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/answer.py"

@@ -12,11 +12,11 @@ rule gold_sets:
         gold_C="results/{dataset}/{llm}/gold_C.parquet",
         gold_U="results/{dataset}/{llm}/gold_U.parquet",
         known="results/{dataset}/{llm}/known.parquet",
-    params:
-        top_k=config["top_k"],
     log:
         "logs/gold_sets/{dataset}/{llm}.log",
     conda:
         "../envs/base.yaml"
+    params:
+        top_k=config["top_k"],
     script:
         "../workflow/scripts/gold_sets.py"

@@ -20,14 +20,14 @@ rule table1:
         csv="results/tables/table1_rag.csv",
         md="results/tables/table1_rag.md",
         tex="results/tables/table1_rag.tex",
-    params:
-        datasets=DATASETS,
-        llms=LLMS,
-        patterns={"answers": ANSWERS, "gold": GOLD, "queries": QUERIES},
     log:
         "logs/table1.log",
     conda:
         "../envs/base.yaml"
+    params:
+        datasets=DATASETS,
+        llms=LLMS,
+        patterns={"answers": ANSWERS, "gold": GOLD, "queries": QUERIES},
     script:
         "../workflow/scripts/table1.py"
 
@@ -36,17 +36,21 @@ rule figure_topk:
     input:
         answers=answers_for(["none", "topk"]),
     output:
-        png=report("results/figures/fig1_left_topk.png", caption="../report/fig1_left.rst", category="Figures"),
+        png=report(
+            "results/figures/fig1_left_topk.png",
+            caption="../report/fig1_left.rst",
+            category="Figures",
+        ),
         pdf="results/figures/fig1_left_topk.pdf",
+    log:
+        "logs/figure_topk.log",
+    conda:
+        "../envs/base.yaml"
     params:
         datasets=DATASETS,
         llms=LLMS,
         patterns={"answers": ANSWERS},
         style=config["figures"],
-    log:
-        "logs/figure_topk.log",
-    conda:
-        "../envs/base.yaml"
     script:
         "../workflow/scripts/figure_topk.py"
 
@@ -63,20 +67,24 @@ rule figure_transfer:
     input:
         answers=answers_for(["human", "gold_C", "gold_U"], transfer=True),
     output:
-        png=report("results/figures/{figure}.png", caption="../report/transfer.rst", category="Figures"),
+        png=report(
+            "results/figures/{figure}.png",
+            caption="../report/transfer.rst",
+            category="Figures",
+        ),
         pdf="results/figures/{figure}.pdf",
         csv="results/tables/{figure}.csv",
+    log:
+        "logs/figure_transfer/{figure}.log",
     wildcard_constraints:
         figure="|".join(TRANSFER_FIGURES),
+    conda:
+        "../envs/base.yaml"
     params:
         spec=lambda wc: TRANSFER_FIGURES[wc.figure],
         llms=LLMS,
         patterns={"answers": ANSWERS},
         style=config["figures"],
-    log:
-        "logs/figure_transfer/{figure}.log",
-    conda:
-        "../envs/base.yaml"
     script:
         "../workflow/scripts/figure_transfer.py"
 
@@ -86,17 +94,21 @@ rule figure_overlap:
         gold=expand(GOLD, dataset=DATASETS, llm=LLMS, candidates=["U"]),
         queries=expand(QUERIES, dataset=DATASETS),
     output:
-        png=report("results/figures/fig3_overlap.png", caption="../report/fig3_overlap.rst", category="Figures"),
+        png=report(
+            "results/figures/fig3_overlap.png",
+            caption="../report/fig3_overlap.rst",
+            category="Figures",
+        ),
         pdf="results/figures/fig3_overlap.pdf",
         csv="results/tables/fig3_overlap.csv",
+    log:
+        "logs/figure_overlap.log",
+    conda:
+        "../envs/base.yaml"
     params:
         datasets=DATASETS,
         llms=LLMS,
         patterns={"gold": GOLD, "queries": QUERIES},
         style=config["figures"],
-    log:
-        "logs/figure_overlap.log",
-    conda:
-        "../envs/base.yaml"
     script:
         "../workflow/scripts/figure_overlap.py"

@@ -2,38 +2,24 @@
 # at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset.
 
 
-def embedding_shards(wildcards):
-    n = config["retrievers"][wildcards.retriever]["shards"]
-    return expand(
-        "results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
-        corpus=wildcards.corpus,
-        retriever=wildcards.retriever,
-        shard=range(n),
-    )
-
-
-def index_of_dataset(wildcards):
-    return f"results/corpora/{corpus_of(wildcards)}/{retriever_of(wildcards)}/index.faiss"
-
-
 rule encode_corpus_shard:
     input:
         passages="results/corpora/{corpus}/passages.parquet",
     output:
         embeddings="results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
-    params:
-        encoder=retriever_cfg,
-        n_shards=lambda wc: retriever_cfg(wc)["shards"],
-        gpu_lock_dir=config["gpu_lock_dir"],
-    resources:
-        gpu=lambda wc: retriever_cfg(wc)["gpu"],
-    threads: 2
     log:
         "logs/encode_corpus_shard/{corpus}/{retriever}/{shard}.log",
     benchmark:
         "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{shard}.tsv"
     conda:
         encoder_conda_env
+    threads: 2
+    resources:
+        gpu=lambda wc: retriever_cfg(wc)["gpu"],
+    params:
+        encoder=retriever_cfg,
+        n_shards=lambda wc: retriever_cfg(wc)["shards"],
+        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
 
@@ -43,15 +29,15 @@ rule build_index:
         shards=embedding_shards,
     output:
         index="results/corpora/{corpus}/{retriever}/index.faiss",
-    params:
-        index_factory=lambda wc: retriever_cfg(wc)["index_factory"],
-    threads: 2
     log:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
     conda:
         "../envs/encode.yaml"
+    threads: 2
+    params:
+        index_factory=lambda wc: retriever_cfg(wc)["index_factory"],
     script:
         "../workflow/scripts/build_index.py"
 
@@ -63,17 +49,17 @@ rule retrieve:
         index=index_of_dataset,
     output:
         run="results/{dataset}/{retriever}/run.parquet",
-    params:
-        encoder=retriever_cfg,
-        top_k=config["top_k"],
-        gpu_lock_dir=config["gpu_lock_dir"],
-    resources:
-        gpu=lambda wc: retriever_cfg(wc)["gpu"],
-    threads: 2
     log:
         "logs/retrieve/{dataset}/{retriever}.log",
     conda:
         encoder_conda_env
+    threads: 2
+    resources:
+        gpu=lambda wc: retriever_cfg(wc)["gpu"],
+    params:
+        encoder=retriever_cfg,
+        top_k=config["top_k"],
+        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/retrieve.py"
 
@@ -81,17 +67,23 @@ rule retrieve:
 rule retrieval_table:
     input:
         queries=expand("results/{dataset}/queries.parquet", dataset=DATASETS),
-        runs=[f"results/{d}/{config['datasets'][d]['retriever']}/run.parquet" for d in DATASETS],
-        passages=[f"results/corpora/{config['datasets'][d]['corpus']}/passages.parquet" for d in DATASETS],
+        runs=[
+            f"results/{d}/{config['datasets'][d]['retriever']}/run.parquet"
+            for d in DATASETS
+        ],
+        passages=[
+            f"results/corpora/{config['datasets'][d]['corpus']}/passages.parquet"
+            for d in DATASETS
+        ],
     output:
         csv="results/tables/retrieval.csv",
         md="results/tables/retrieval.md",
-    params:
-        datasets=DATASETS,
-        top_k=config["top_k"],
     log:
         "logs/retrieval_table.log",
     conda:
         "../envs/base.yaml"
+    params:
+        datasets=DATASETS,
+        top_k=config["top_k"],
     script:
         "../workflow/scripts/retrieval_table.py"

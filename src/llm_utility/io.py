@@ -25,6 +25,8 @@ QUERIES_SCHEMA = {
 PASSAGES_SCHEMA = {"pid": pl.String, "title": pl.String, "text": pl.String}
 RUN_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}
 TASKS = ("qa", "fact")
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 @contextlib.contextmanager
@@ -37,6 +39,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600 files; give results the permissions a plain open() would.
+        if tmp_path.exists():
+            os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)

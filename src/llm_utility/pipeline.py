@@ -143,3 +143,81 @@ def retrieval_table_job(*, datasets, queries, runs, passages, top_k: int, csv: s
 
 def _percent(x):
     return None if x is None else round(100 * x, 2)
+
+
+# --- tables and figures -------------------------------------------------------------------------
+
+
+def load_answers(pattern: str, datasets, llms, contexts_of) -> dict:
+    """{(dataset, llm): {context: answers}} read through ``pattern`` (rules/common.smk's ANSWERS).
+
+    ``contexts_of(llm)`` lists the contexts to read for that LLM.
+    """
+    return {
+        (d, llm): {c: read_table(pattern.format(dataset=d, llm=llm, context=c)) for c in contexts_of(llm)}
+        for d in datasets
+        for llm in llms
+    }
+
+
+def load_gold(pattern: str, datasets, llms, candidates=("C", "U")) -> dict:
+    """{(dataset, llm, candidates): gold (qid, pid)} read through ``pattern``."""
+    return {
+        (d, llm, c): read_table(pattern.format(dataset=d, llm=llm, candidates=c), GOLD_SCHEMA)
+        for d in datasets
+        for llm in llms
+        for c in candidates
+    }
+
+
+def load_queries(pattern: str, datasets) -> dict:
+    return {d: read_table(pattern.format(dataset=d), QUERIES_SCHEMA) for d in datasets}
+
+
+def table1_job(*, datasets, llms, patterns: Mapping[str, str], csv: str, md: str, tex: str) -> None:
+    """Table 1: has_answer (%) with None, C, U, Human, G(C), G(U) per dataset and LLM."""
+    from .analysis import TABLE1_CONTEXTS, table1
+    from .tables import write_table1
+
+    answers = load_answers(patterns["answers"], datasets, llms, lambda _: list(TABLE1_CONTEXTS.values()))
+    gold = load_gold(patterns["gold"], datasets, llms)
+    write_table1(table1(answers, gold, load_queries(patterns["queries"], datasets)), csv, md, tex)
+
+
+def topk_figure_job(*, datasets, llms, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str) -> None:
+    """Figure 1 left: has_answer (%) without passages and with the same top-k, per LLM."""
+    from .analysis import topk_gain
+    from .figures import plot_topk
+
+    answers = load_answers(patterns["answers"], datasets, llms, lambda _: ["none", "topk"])
+    plot_topk(topk_gain(answers), png, pdf, style=style)
+
+
+def transfer_figure_job(
+    *, datasets, llms, candidates: str, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str, csv: str
+) -> None:
+    """Transfer heatmaps (Figures 1 right, 2, 8): rows = whose gold set, columns = answering LLM."""
+    from .analysis import transfer_matrix
+    from .figures import plot_transfer
+    from .tables import write_transfer_csv
+
+    def contexts(llm):
+        return ["human", f"gold_{candidates}"] + [f"gold_{candidates}_from_{o}" for o in llms if o != llm]
+
+    answers = load_answers(patterns["answers"], datasets, llms, contexts)
+    matrices = {d: transfer_matrix(answers, llms, d, candidates) for d in datasets}
+    plot_transfer(matrices, png, pdf, title=f"Gold utilitarian passages ({candidates} candidates) across LLMs", style=style)
+    write_transfer_csv(matrices, csv, candidates=candidates)
+
+
+def overlap_figure_job(*, datasets, llms, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str, csv: str) -> None:
+    """Figure 3: average overlap between LLMs' gold sets (U) and with the human passages."""
+    from .analysis import gold_overlap
+    from .figures import plot_overlap
+    from .tables import write_overlap_csv
+
+    gold = load_gold(patterns["gold"], datasets, llms, candidates=("U",))
+    queries = load_queries(patterns["queries"], datasets)
+    matrices = {d: gold_overlap(gold, queries, llms, d, "U") for d in datasets}
+    plot_overlap(matrices, png, pdf, title="Average overlap of gold utilitarian passages (U)", style=style)
+    write_overlap_csv(matrices, csv)

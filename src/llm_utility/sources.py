@@ -7,6 +7,7 @@ nothing, so the caller's atomic write is the only place an output appears.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import polars as pl
 
@@ -19,6 +20,7 @@ def prepare_corpus(name: str, cfg: Mapping, seed: int) -> pl.DataFrame:
     if cfg["source"] == "worldfacts":
         df = worldfacts.build_corpus(seed=seed, n_cities=cfg.get("n_cities", 300))
     elif cfg["source"] == "local":
+        _require_file(cfg["path"], f"corpora.{name}.path")
         df = local.load_corpus_tsv(cfg["path"])
     else:
         raise ValueError(f"corpora.{name}.source: unknown source '{cfg['source']}'")
@@ -31,6 +33,7 @@ def prepare_queries(name: str, cfg: Mapping, passages_path: str, seed: int) -> p
         passages = pl.read_parquet(passages_path)
         df = worldfacts.build_queries(cfg["flavour"], cfg.get("n_queries", 12), seed=seed, passages=passages)
     elif cfg["source"] == "local":
+        _require_file(cfg["queries"], f"datasets.{name}.queries")
         # Only the id column: a DPR corpus has 21M passages and we just check human_pids against it.
         pids = set(pl.read_parquet(passages_path, columns=["pid"])["pid"].to_list())
         df = local.load_queries_jsonl(cfg["queries"], corpus_pids=pids, default_task=cfg.get("task", "qa"))
@@ -39,3 +42,8 @@ def prepare_queries(name: str, cfg: Mapping, passages_path: str, seed: int) -> p
     if cfg.get("limit"):
         df = df.head(cfg["limit"])
     return conform(df, QUERIES_SCHEMA, f"dataset {name}")
+
+
+def _require_file(path: str, key: str) -> None:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"config key {key}: no such file '{path}' (see README, 'Bring your own data')")

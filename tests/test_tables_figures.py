@@ -1,0 +1,124 @@
+"""Rendering: Table 1 as CSV/Markdown/LaTeX with best-per-row bold, and the figure writers."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from llm_utility import figures, tables
+from llm_utility.analysis import TABLE1_COLUMNS
+
+
+def table1_frame() -> pl.DataFrame:
+    values = {
+        "llama_8b": [36.24, 58.12, 61.16, 70.46, 76.17, 80.30],
+        "qwen": [30.0, 58.41, 59.89, 79.1, 74.59, 79.104],  # Human and G(U) tie at 2 decimals
+    }
+    sizes = [None, None, None, 3.0, 1.7, 1.94]
+    rows = [
+        ("NQ", llm, column, v, s, 10) for llm, vs in values.items() for column, v, s in zip(TABLE1_COLUMNS, vs, sizes)
+    ]
+    return pl.DataFrame(rows, schema=["dataset", "llm", "column", "has_answer", "avg_size", "n_queries"], orient="row")
+
+
+def test_table1_blocks_format_and_bold():
+    block = tables.table1_blocks(table1_frame(), "md")["NQ"]
+    assert list(block.columns) == list(TABLE1_COLUMNS)
+    assert list(block.index) == ["llama_8b", "qwen"]
+    assert block.loc["llama_8b", "None"] == "36.24"
+    assert block.loc["llama_8b", "Human"] == "70.46 (3.0)"
+    assert block.loc["llama_8b", "G(U)"] == "**80.30** (1.9)"
+    assert block.loc["qwen", "Human"] == "**79.10** (3.0)"
+    assert block.loc["qwen", "G(U)"] == "**79.10** (1.9)"
+    plain = tables.table1_blocks(table1_frame(), "plain")["NQ"]
+    assert plain.loc["llama_8b", "G(U)"] == "80.30 (1.9)"
+
+
+def test_write_table1(tmp_path):
+    df = table1_frame()
+    csv, md, tex = tmp_path / "t1.csv", tmp_path / "t1.md", tmp_path / "t1.tex"
+    tables.write_table1(df, csv, md, tex)
+
+    back = pl.read_csv(csv)
+    assert back.columns == df.columns
+    assert back["has_answer"].to_list() == df["has_answer"].to_list()  # plain numbers, no markup
+
+    text = md.read_text()
+    assert "### NQ" in text
+    lines = [line for line in text.splitlines() if line.startswith("| llama_8b")]
+    assert len(lines) == 1 and lines[0].count("**") == 2 and "**80.30** (1.9)" in lines[0]
+    qwen = next(line for line in text.splitlines() if line.startswith("| qwen"))
+    assert "30.00" in qwen  # not reparsed by tabulate into "30"
+    assert qwen.count("**") == 4  # the tie is bold twice
+
+    latex = tex.read_text()
+    assert latex.startswith("\\begin{tabular}") and "\\toprule" in latex and "\\bottomrule" in latex
+    assert "\\textbf{80.30} (1.9)" in latex
+    assert latex.count("\\textbf{") == 3
+    assert "llama\\_8b" in latex  # names are escaped
+    assert "$\\mathcal{G}_{q}$ ($U$)" in latex
+    assert "\\cline{1-8}\n\\bottomrule" not in latex
+
+
+def test_latex_escape():
+    assert tables.latex_escape("a_b&c%d$e#f{g}") == r"a\_b\&c\%d\$e\#f\{g\}"
+    assert tables.latex_escape("x~y^z\\") == r"x\textasciitilde{}y\textasciicircum{}z\textbackslash{}"
+
+
+def transfer() -> pl.DataFrame:
+    return pl.DataFrame({"gold_from": ["a", "b", "Human"], "a": [90.0, 60.0, 70.0], "b": [55.0, 80.0, 75.0]})
+
+
+def test_write_transfer_and_overlap_csv(tmp_path):
+    path = tmp_path / "transfer.csv"
+    tables.write_transfer_csv({"d1": transfer(), "d2": transfer()}, path, candidates="U")
+    back = pl.read_csv(path)
+    assert back.columns == ["dataset", "candidates", "gold_from", "llm", "has_answer"]
+    assert back.height == 12
+    row = back.filter((pl.col("dataset") == "d1") & (pl.col("gold_from") == "b") & (pl.col("llm") == "a"))
+    assert row["has_answer"].item() == 60.0
+
+    overlap = pl.DataFrame({"set": ["a", "Human"], "a": [1.5, 0.5], "Human": [0.5, 2.0]})
+    path = tmp_path / "overlap.csv"
+    tables.write_overlap_csv({"d1": overlap}, path)
+    assert pl.read_csv(path).columns == ["dataset", "set_a", "set_b", "avg_overlap"]
+
+
+def test_resolve_style():
+    s = figures.resolve_style({"dpi": 80, "cmap": None})
+    assert s["dpi"] == 80 and s["cmap"] == figures.DEFAULT_STYLE["cmap"]
+    with pytest.raises(ValueError, match="unknown figure style"):
+        figures.resolve_style({"colour": "red"})
+
+
+def assert_png_pdf(png, pdf):
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000
+
+
+def test_plot_topk(tmp_path):
+    df = pl.DataFrame(
+        {
+            "dataset": ["d1", "d1", "d2", "d2"],
+            "llm": ["a", "b", "a", "b"],
+            "none": [30.0, 20.0, 60.0, 50.0],
+            "topk": [55.0, 50.0, 80.0, 45.0],
+            "gain": [25.0, 30.0, 20.0, -5.0],
+            "k": [20, 20, 20, 20],
+        }
+    )
+    png, pdf = tmp_path / "f1l.png", tmp_path / "f1l.pdf"
+    figures.plot_topk(df, png, pdf, {"dpi": 60, "labels": {"a": "Model A"}})
+    assert_png_pdf(png, pdf)
+
+
+def test_plot_transfer_and_overlap(tmp_path):
+    png, pdf = tmp_path / "f2.png", tmp_path / "f2.pdf"
+    figures.plot_transfer({"d1": transfer(), "d2": transfer()}, png, pdf, "Transfer (U)", {"dpi": 60})
+    assert_png_pdf(png, pdf)
+    overlap = pl.DataFrame({"set": ["a", "Human"], "a": [1.5, 0.5], "Human": [0.5, 2.0]})
+    png, pdf = tmp_path / "f3.png", tmp_path / "f3.pdf"
+    figures.plot_overlap({"d1": overlap}, png, pdf, style={"dpi": 60, "cmap": "viridis"})
+    assert_png_pdf(png, pdf)
+    with pytest.raises(ValueError, match="nothing to plot"):
+        figures.plot_overlap({}, png, pdf)

@@ -1,0 +1,16 @@
+"""Rule figure_topk: paper Figure 1 (left)."""
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.pipeline import topk_figure_job  # noqa: E402
+
+topk_figure_job(
+    datasets=snakemake.params.datasets,
+    llms=snakemake.params.llms,
+    patterns=snakemake.params.patterns,
+    style=snakemake.params.style,
+    png=snakemake.output.png,
+    pdf=snakemake.output.pdf,
+)
