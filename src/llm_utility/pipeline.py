@@ -71,6 +71,8 @@ def answer_job(
         write_parquet(frames[ctx], path)
         log.info("%s: %d rows, has_answer %.1f%%", ctx, frames[ctx].height, 100 * frames[ctx]["has_answer"].mean())
     log.info("generation store: %s", store.summary())
+    # One machine-readable line per job: benchmarks/ and tests add these up across the DAG.
+    log.info("store_stats %s", json.dumps({"llm": model["slug"], **dict(store.stats)}))
     log.info("answer job took %.1f s", time.perf_counter() - started)
     return dict(store.stats)
 
@@ -107,7 +109,7 @@ def retrieve_job(*, queries: str, passages: str, index: str, encoder_spec: Mappi
     q = read_table(queries, QUERIES_SCHEMA)
     encoder = load_encoder(encoder_spec)
     emb = encoder.encode_queries(q["question"].to_list())
-    scores, rows = search(index, emb, top_k)
+    scores, rows = search(index, emb, top_k, nprobe=encoder_spec.get("nprobe"))
     pids = pl.read_parquet(passages, columns=["pid"])["pid"].to_numpy()
     run = run_frame(q["qid"].to_list(), pids, scores, rows)
     write_parquet(run, output)
@@ -138,7 +140,7 @@ def retrieval_table_job(*, datasets, queries, runs, passages, top_k: int, csv: s
         )
     table = pl.DataFrame(rows)
     write_text(table.write_csv(), csv)
-    write_text(table.to_pandas().to_markdown(index=False, floatfmt=".2f") + "\n", md)
+    write_text(table.to_pandas().to_markdown(index=False, floatfmt=".2f", missingval="n/a") + "\n", md)
 
 
 def _percent(x):
