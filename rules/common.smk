@@ -109,6 +109,13 @@ def llm_conda_env(wildcards):
     return f"../envs/llm-{llm_cfg(wildcards)['backend']}.yaml"
 
 
+def materialize_conda_env(wildcards):
+    # Dequantizing a GGUF needs transformers >= 5.23, which vLLM's environment cannot have.
+    if "gguf_package" in llm_cfg(wildcards)["weights"]:
+        return "../envs/llm-transformers.yaml"
+    return llm_conda_env(wildcards)
+
+
 def encoder_conda_env(wildcards):
     backend = retriever_cfg(wildcards)["backend"]
     return (

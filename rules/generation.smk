@@ -10,7 +10,7 @@ rule materialize_model:
     benchmark:
         "benchmarks/out/materialize_model/{llm}.tsv"
     conda:
-        llm_conda_env
+        materialize_conda_env
     params:
         spec=llm_cfg,
     script:

@@ -49,10 +49,8 @@ def answer_job(
     needed = {p for reqs in requests.values() for _, pids in reqs for p in pids}
     texts = load_passages(passages, needed)
 
-    with open(manifest, encoding="utf-8") as fh:
-        model = json.load(fh)
     _set_threads(threads)
-    generator = load_generator(model, spec)
+    generator = load_generator(manifest, spec)
     store = GenerationStore(store_path)
 
     def generate(prompt_texts: list[str]) -> list[str]:
@@ -62,7 +60,7 @@ def answer_job(
             max_new_tokens=spec.get("max_new_tokens", 32),
             stop=list(spec.get("stop", [])),
             batch_size=spec.get("batch_size", 16),
-            desc=f"{model['slug']} {','.join(outputs)}",
+            desc=f"{generator.slug} {','.join(outputs)}",
         )
         return [strip_thinking(o) for o in outs]
 
@@ -72,7 +70,7 @@ def answer_job(
         log.info("%s: %d rows, has_answer %.1f%%", ctx, frames[ctx].height, 100 * frames[ctx]["has_answer"].mean())
     log.info("generation store: %s", store.summary())
     # One machine-readable line per job: benchmarks/ and tests add these up across the DAG.
-    log.info("store_stats %s", json.dumps({"llm": model["slug"], **dict(store.stats)}))
+    log.info("store_stats %s", json.dumps({"llm": generator.slug, **dict(store.stats)}))
     log.info("answer job took %.1f s", time.perf_counter() - started)
     return dict(store.stats)
 

@@ -1,0 +1,67 @@
+"""The vLLM backend, for GPUs: greedy decoding with prefix caching and tensor parallelism.
+
+vLLM is imported when a generator is built, never at module import, so the rest of the library (and
+this module) imports in environments without it. It lives in its own environment
+(``envs/llm-vllm.yaml``): vLLM pins its own torch and a transformers older than the CPU demo's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .models import Generator, truncate_at_stop
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as error:
+        raise ImportError(
+            "backend 'vllm' needs the vllm package, which is not installed in this environment. "
+            "Run the workflow with --sdm conda (envs/llm-vllm.yaml), `pip install 'llm-utility[vllm]'` "
+            "in a separate GPU environment, or set the model's backend to 'transformers'."
+        ) from error
+    return vllm
+
+
+class VLLMGenerator(Generator):
+    """A model served by ``vllm.LLM`` on the GPUs in ``CUDA_VISIBLE_DEVICES`` (see ``llm_utility.gpu``).
+
+    Prompts are tokenized here, with the same rule as the transformers backend (BOS exactly once),
+    and handed to vLLM as token ids: given a string, vLLM would add a second BOS to chat prompts
+    whose template already writes one (Llama 3).
+    """
+
+    backend = "vllm"
+
+    def __init__(self, manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+        super().__init__(manifest, spec)
+        vllm = _import_vllm()
+        self._sampling_params = vllm.SamplingParams
+        self.dtype = self.spec["dtype"] or "bfloat16"
+        kwargs: dict[str, Any] = {}
+        if self.spec["max_model_len"]:
+            kwargs["max_model_len"] = int(self.spec["max_model_len"])
+        if manifest.get("revision"):
+            kwargs["revision"] = manifest["revision"]
+        self.llm = vllm.LLM(
+            model=self.load_path,
+            tensor_parallel_size=max(1, int(self.spec["gpu"])),
+            dtype=self.dtype,
+            enable_prefix_caching=True,  # RAG prompts share long prefixes (instructions, passages)
+            seed=0,
+            **kwargs,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
+        """Greedy continuations of ``prompts``; vLLM schedules the whole list itself."""
+        if not prompts:
+            return []
+        stop = [s for s in stop if s]
+        params = self._sampling_params(temperature=0.0, max_tokens=int(max_new_tokens), stop=stop or None)
+        requests = [{"prompt_token_ids": self.encode(p)} for p in prompts]
+        results = self.llm.generate(requests, params, use_tqdm=False)
+        # vLLM returns results in input order and drops the stop string; the cut is kept for parity.
+        return [truncate_at_stop(r.outputs[0].text, stop).strip() for r in results]

