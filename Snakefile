@@ -7,9 +7,9 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-# The embedded default, unless the command line names a config (--configfile config/paper.yaml):
-# merging the two would mix demo and paper datasets.
-if not config:
+# The embedded default, unless the command line names a config file (--configfile config/paper.yaml):
+# merging the two would mix demo and paper datasets. --config KEY=VALUE overrides apply either way.
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 

@@ -53,7 +53,10 @@ def answer_job(
     generator = load_generator(manifest, spec)
     store = GenerationStore(store_path)
 
+    timing = {"generate_seconds": 0.0}
+
     def generate(prompt_texts: list[str]) -> list[str]:
+        t0 = time.perf_counter()
         outs = store.generate(
             generator,
             prompt_texts,
@@ -62,6 +65,7 @@ def answer_job(
             batch_size=spec.get("batch_size", 16),
             desc=f"{generator.slug} {','.join(outputs)}",
         )
+        timing["generate_seconds"] += time.perf_counter() - t0
         return [strip_thinking(o) for o in outs]
 
     frames = answer_contexts(requests, q, texts, load_prompts(prompts), generator.render, generate)
@@ -70,9 +74,9 @@ def answer_job(
         log.info("%s: %d rows, has_answer %.1f%%", ctx, frames[ctx].height, 100 * frames[ctx]["has_answer"].mean())
     log.info("generation store: %s", store.summary())
     # One machine-readable line per job: benchmarks/ and tests add these up across the DAG.
-    log.info("store_stats %s", json.dumps({"llm": generator.slug, **dict(store.stats)}))
+    log.info("store_stats %s", json.dumps({"llm": generator.slug, **store.stats, **timing}))
     log.info("answer job took %.1f s", time.perf_counter() - started)
-    return dict(store.stats)
+    return {**store.stats, **timing}
 
 
 def gold_job(
@@ -138,7 +142,10 @@ def retrieval_table_job(*, datasets, queries, runs, passages, top_k: int, csv: s
         )
     table = pl.DataFrame(rows)
     write_text(table.write_csv(), csv)
-    write_text(table.to_pandas().to_markdown(index=False, floatfmt=".2f", missingval="n/a") + "\n", md)
+    frame = table.to_pandas()
+    # tabulate's missingval applies to None only, not to the NaN pandas turns nulls into.
+    frame = frame.astype(object).where(frame.notna(), None)
+    write_text(frame.to_markdown(index=False, floatfmt=".2f", missingval="n/a") + "\n", md)
 
 
 def _percent(x):
