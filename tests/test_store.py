@@ -123,7 +123,7 @@ WORKER = FAKE + textwrap.dedent("""
 
 def _worker(path: Path, first: int, count: int, delay: float, batch: int) -> subprocess.Popen:
     args = [sys.executable, "-c", WORKER, str(path), str(first), str(count), str(delay), str(batch)]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _rows(path: Path) -> int:
@@ -139,8 +139,9 @@ def test_concurrent_writers(tmp_path):
     path = tmp_path / "m.sqlite"
     # Two processes, overlapping prompt ranges (20-39 asked by both), small batches: many commits.
     a, b = _worker(path, 0, 40, 0.01, 3), _worker(path, 20, 40, 0.01, 3)
-    res_a, res_b = (json.loads(p.communicate(timeout=120)[0]) for p in (a, b))
-    assert a.returncode == 0 and b.returncode == 0
+    (out_a, err_a), (out_b, err_b) = (p.communicate(timeout=120) for p in (a, b))
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
+    res_a, res_b = json.loads(out_a), json.loads(out_b)
     expected = FakeGenerator().generate(prompts_of(60), 8)
     assert res_a["outs"] == expected[:40] and res_b["outs"] == expected[20:60]
     assert _rows(path) == 60

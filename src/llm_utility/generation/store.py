@@ -79,13 +79,26 @@ class GenerationStore:
         # isolation_level=None: transactions are opened explicitly, one per committed batch.
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        # NORMAL is durable across process kills in WAL mode; only a power cut may drop the last commits.
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._setup(timeout)
         self.stats: dict[str, int] = {"made": 0, "served": 0}
         self._seconds = 0.0
+
+    def _setup(self, timeout: float) -> None:
+        """WAL mode and the table. Switching to WAL can answer SQLITE_BUSY without waiting for the
+        busy timeout while another process opens the same new file, so retry for a while."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                # NORMAL is durable across process kills in WAL mode; a power cut may drop the last commits.
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                self._db.execute(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     # -- lookups -------------------------------------------------------------------------------------
 
