@@ -162,7 +162,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         styled = dict(config, figures={**config.get("figures", {}), "dpi": config.get("figures", {}).get("dpi", 200) + 1})
         cfg = Path(tmp) / "styled.yaml"
-        cfg.write_text(yaml.safe_dump(styled))
+        cfg.write_text(yaml.safe_dump(styled, sort_keys=False))
         jobs = dry_run_jobs("--configfile", str(cfg))
         report["styling_change_reruns"] = jobs
         run_snakemake("--cores", "all", "--configfile", str(cfg))

@@ -2,6 +2,7 @@
 
 import re
 import subprocess
+from pathlib import Path
 
 from conftest import snakemake_cmd
 
@@ -58,3 +59,9 @@ def test_bad_config_names_the_key(repo, tmp_path):
     )
     assert out.returncode != 0
     assert "datasets.wf-single.retriever = 'nosuch' is not in retrievers" in out.stdout + out.stderr
+
+
+def test_snakefmt_clean(repo):
+    snakefmt = str(Path(snakemake_cmd()[0]).with_name("snakefmt"))
+    out = subprocess.run([snakefmt, "--check", "Snakefile", "rules"], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -41,7 +41,7 @@ def _tiny_config(repo, workdir):
         ds["n_queries"] = 3
     cfg["top_k"] = 3
     path = workdir / "tiny.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return cfg, path
 
 
@@ -128,7 +128,7 @@ def test_rerun_does_nothing_and_styling_reruns_only_figures(repo, demo):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     styled = dict(cfg, figures={**cfg["figures"], "dpi": cfg["figures"]["dpi"] + 50})
     styled_path = workdir / "styled.yaml"
-    styled_path.write_text(yaml.safe_dump(styled))
+    styled_path.write_text(yaml.safe_dump(styled, sort_keys=False))
     dry = _snakemake(repo, workdir, styled_path, "-n", "--cores", "2")
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
