@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,19 +48,29 @@ class HFGenerator(Generator):
             torch.set_num_threads(int(threads))
         cuda = torch.cuda.is_available()
         self.dtype = self.spec["dtype"] or ("bfloat16" if cuda else "float32")
-        revision = manifest.get("revision")
-        self.tokenizer = AutoTokenizer.from_pretrained(self.load_path, revision=revision)
+        self._revision = manifest.get("revision")
+        self._cuda = cuda
+        self.tokenizer = AutoTokenizer.from_pretrained(self.load_path, revision=self._revision)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (rendering and counting tokens need only the tokenizer)."""
+        return "model" in self.__dict__
+
+    @functools.cached_property
+    def model(self) -> Any:
+        """The weights, loaded on the first ``generate``: a job whose prompts the generation store
+        already holds never pays for them."""
+        model = AutoModelForCausalLM.from_pretrained(
             self.load_path,
-            revision=revision,
+            revision=self._revision,
             dtype=_DTYPES[self.dtype],
-            device_map="auto" if cuda else None,
+            device_map="auto" if self._cuda else None,
         )
-        self.model.eval()
-        self.device = self.model.device
-        base = self.model.generation_config
+        model.eval()
+        base = model.generation_config
         # A fresh config, not the model's: Qwen3 and others ship sampling defaults (temperature,
         # top_p) that would warn, or worse, leak into what must be plain greedy decoding.
         self._gen_config = GenerationConfig(
@@ -69,6 +80,7 @@ class HFGenerator(Generator):
             eos_token_id=base.eos_token_id,
             pad_token_id=self.tokenizer.pad_token_id,
         )
+        return model
 
     def _batch(self, prompts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Left-padded ids and attention mask; each prompt encoded on its own (see ``encode``)."""
@@ -77,7 +89,8 @@ class HFGenerator(Generator):
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], dtype=torch.long)
         mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], dtype=torch.long)
-        return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+        device = self.model.device
+        return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuations of ``prompts``, in chunks of the spec's ``batch_size``."""
@@ -90,13 +103,14 @@ class HFGenerator(Generator):
     def _generate_batch(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
         if not prompts:
             return []
+        model = self.model  # loads the weights (and the greedy config) on first use
         batch = self._batch(prompts)
         stop = [s for s in stop if s]
         config = copy.deepcopy(self._gen_config)
         config.max_new_tokens = int(max_new_tokens)
         width = batch["input_ids"].shape[1]
         criteria = StoppingCriteriaList([_StopOnText(self.tokenizer, stop, width)] if stop else [])
-        out = self.model.generate(**batch, generation_config=config, stopping_criteria=criteria)
+        out = model.generate(**batch, generation_config=config, stopping_criteria=criteria)
         new = out[:, width:]
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         return [truncate_at_stop(t, stop).strip() for t in texts]

@@ -7,6 +7,7 @@ this module) imports in environments without it. It lives in its own environment
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,15 +38,28 @@ class VLLMGenerator(Generator):
 
     def __init__(self, manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
         super().__init__(manifest, spec)
-        vllm = _import_vllm()
-        self._sampling_params = vllm.SamplingParams
+        self._vllm = _import_vllm()
+        from transformers import AutoTokenizer  # vLLM's own dependency, same tokenizer it loads
+
         self.dtype = self.spec["dtype"] or "bfloat16"
+        self._revision = manifest.get("revision")
+        self.tokenizer = AutoTokenizer.from_pretrained(self.load_path, revision=self._revision)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the engine is up (rendering and counting tokens need only the tokenizer)."""
+        return "llm" in self.__dict__
+
+    @functools.cached_property
+    def llm(self) -> Any:
+        """The vLLM engine, started on the first ``generate``: a job whose prompts the generation
+        store already holds never spends minutes loading weights onto its GPUs."""
         kwargs: dict[str, Any] = {}
         if self.spec["max_model_len"]:
             kwargs["max_model_len"] = int(self.spec["max_model_len"])
-        if manifest.get("revision"):
-            kwargs["revision"] = manifest["revision"]
-        self.llm = vllm.LLM(
+        if self._revision:
+            kwargs["revision"] = self._revision
+        return self._vllm.LLM(
             model=self.load_path,
             tensor_parallel_size=max(1, int(self.spec["gpu"])),
             dtype=self.dtype,
@@ -53,14 +67,13 @@ class VLLMGenerator(Generator):
             seed=0,
             **kwargs,
         )
-        self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuations of ``prompts``; vLLM schedules the whole list itself."""
         if not prompts:
             return []
         stop = [s for s in stop if s]
-        params = self._sampling_params(temperature=0.0, max_tokens=int(max_new_tokens), stop=stop or None)
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=int(max_new_tokens), stop=stop or None)
         requests = [{"prompt_token_ids": self.encode(p)} for p in prompts]
         results = self.llm.generate(requests, params, use_tqdm=False)
         # vLLM returns results in input order and drops the stop string; the cut is kept for parity.
