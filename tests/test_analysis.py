@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from llm_utility import analysis
+from llm_utility.report import analysis
 
 QIDS = ["q1", "q2", "q3", "q4"]
 

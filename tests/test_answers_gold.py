@@ -5,9 +5,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from llm_utility.answers import answer_contexts, candidate_sets, context_requests
-from llm_utility.gold import gold_sets, known_flags
-from llm_utility.prompts import Passage, answer_prompt, load_prompts
+from llm_utility.method.answers import answer_contexts, candidate_sets, context_requests
+from llm_utility.method.gold import gold_sets, known_flags
+from llm_utility.method.prompts import Passage, answer_prompt, load_prompts
 
 PROMPTS = load_prompts(Path(__file__).parents[1] / "config" / "prompts.yaml")
 

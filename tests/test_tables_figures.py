@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from llm_utility import figures, tables
-from llm_utility.analysis import TABLE1_COLUMNS
+from llm_utility.report import figures, tables
+from llm_utility.report.analysis import TABLE1_COLUMNS
 
 
 def table1_frame() -> pl.DataFrame:

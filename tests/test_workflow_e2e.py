@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import snakemake_cmd
-from llm_utility.answers import candidate_sets
+from llm_utility.method.answers import candidate_sets
 
 pytestmark = pytest.mark.slow
 

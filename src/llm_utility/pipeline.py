@@ -10,10 +10,10 @@ import logging
 import time
 from collections.abc import Mapping
 
-from .answers import answer_contexts, candidate_sets, context_requests, load_passages
-from .gold import GOLD_SCHEMA, gold_sets, known_flags
+from .method.answers import answer_contexts, candidate_sets, context_requests, load_passages
+from .method.gold import GOLD_SCHEMA, gold_sets, known_flags
 from .io import QUERIES_SCHEMA, RUN_SCHEMA, read_table, write_parquet
-from .prompts import load_prompts
+from .method.prompts import load_prompts
 
 _log = logging.getLogger("llm_utility")
 
@@ -183,8 +183,8 @@ def load_queries(pattern: str, datasets) -> dict:
 
 def table1_job(*, datasets, llms, patterns: Mapping[str, str], csv: str, md: str, tex: str) -> None:
     """Table 1: has_answer (%) with None, C, U, Human, G(C), G(U) per dataset and LLM."""
-    from .analysis import TABLE1_CONTEXTS, table1
-    from .tables import write_table1
+    from .report.analysis import TABLE1_CONTEXTS, table1
+    from .report.tables import write_table1
 
     answers = load_answers(patterns["answers"], datasets, llms, lambda _: list(TABLE1_CONTEXTS.values()))
     gold = load_gold(patterns["gold"], datasets, llms)
@@ -193,8 +193,8 @@ def table1_job(*, datasets, llms, patterns: Mapping[str, str], csv: str, md: str
 
 def topk_figure_job(*, datasets, llms, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str) -> None:
     """Figure 1 left: has_answer (%) without passages and with the same top-k, per LLM."""
-    from .analysis import topk_gain
-    from .figures import plot_topk
+    from .report.analysis import topk_gain
+    from .report.figures import plot_topk
 
     answers = load_answers(patterns["answers"], datasets, llms, lambda _: ["none", "topk"])
     plot_topk(topk_gain(answers), png, pdf, style=style)
@@ -204,9 +204,9 @@ def transfer_figure_job(
     *, datasets, llms, candidates: str, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str, csv: str
 ) -> None:
     """Transfer heatmaps (Figures 1 right, 2, 8): rows = whose gold set, columns = answering LLM."""
-    from .analysis import transfer_matrix
-    from .figures import plot_transfer
-    from .tables import write_transfer_csv
+    from .report.analysis import transfer_matrix
+    from .report.figures import plot_transfer
+    from .report.tables import write_transfer_csv
 
     def contexts(llm):
         return ["human", f"gold_{candidates}"] + [f"gold_{candidates}_from_{o}" for o in llms if o != llm]
@@ -219,9 +219,9 @@ def transfer_figure_job(
 
 def overlap_figure_job(*, datasets, llms, patterns: Mapping[str, str], style: Mapping, png: str, pdf: str, csv: str) -> None:
     """Figure 3: average overlap between LLMs' gold sets (U) and with the human passages."""
-    from .analysis import gold_overlap
-    from .figures import plot_overlap
-    from .tables import write_overlap_csv
+    from .report.analysis import gold_overlap
+    from .report.figures import plot_overlap
+    from .report.tables import write_overlap_csv
 
     gold = load_gold(patterns["gold"], datasets, llms, candidates=("U",))
     queries = load_queries(patterns["queries"], datasets)

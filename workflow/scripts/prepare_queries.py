@@ -4,7 +4,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.sources import prepare_queries  # noqa: E402
+from llm_utility.data.sources import prepare_queries  # noqa: E402
 from llm_utility.io import write_parquet  # noqa: E402
 
 queries = prepare_queries(

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 import pandas as pd
 import polars as pl
 
-from llm_utility.analysis import TABLE1_COLUMNS, matrices_long
-from llm_utility.io import atomic_path, write_text
+from .analysis import TABLE1_COLUMNS, matrices_long
+from ..io import atomic_path, write_text
 
 # The paper's column headers, for the LaTeX rendering.
 TABLE1_TEX_HEADERS = {

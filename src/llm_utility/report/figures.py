@@ -20,7 +20,7 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from llm_utility.io import atomic_path
+from ..io import atomic_path
 
 DEFAULT_STYLE: dict[str, Any] = {
     "dpi": 200,  # PNG resolution

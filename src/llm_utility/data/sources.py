@@ -11,8 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .data import local, worldfacts
-from .io import PASSAGES_SCHEMA, QUERIES_SCHEMA, conform
+from . import local, worldfacts
+from ..io import PASSAGES_SCHEMA, QUERIES_SCHEMA, conform
 
 
 def prepare_corpus(name: str, cfg: Mapping, seed: int) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .metrics import has_answer
+from ..metrics import has_answer
 from .prompts import Passage, answer_prompt
 
 CANDIDATE_CONTEXTS = ("none", "single", "topk", "union", "human")
