@@ -22,6 +22,7 @@ include: "rules/data.smk"
 include: "rules/retrieval.smk"
 include: "rules/generation.smk"
 include: "rules/gold.smk"
+include: "rules/judgments.smk"
 include: "rules/report.smk"
 
 

@@ -1,59 +1,56 @@
-# Helpers shared by every stage: config lookups, wildcard constraints, input functions and the
-# list of final targets. Nothing here runs a job.
+# Helpers shared by every stage: file patterns (written once), config lookups and checks, wildcard
+# constraints, input functions and the list of final targets. Nothing here runs a job.
 
 import os
 import re
+import sys
 from pathlib import Path
 
-# Jobs import the llm_utility library from this checkout, also inside per-rule conda environments.
+# Jobs import the llm_utility library from this checkout, also inside per-rule conda environments;
+# so does this file (the context names and method registries are the library's).
 _SRC = str(Path(workflow.basedir) / "src")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_SRC, os.environ.get("PYTHONPATH")) if p
 )
+sys.path.insert(0, _SRC)
+
+from llm_utility.method.answers import CANDIDATE_CONTEXTS  # noqa: E402
+from llm_utility.method.judgments import SELECTION_METHODS, selection_method  # noqa: E402
+from llm_utility.method.rankings import RANKING_METHODS  # noqa: E402
+from llm_utility.workflow import check_config, figure1_dataset, input_key  # noqa: E402
 
 
 envvars:
     "PYTHONPATH",
 
 
+# --- file patterns: every path of the workflow, written once --------------------------------------
+QUERIES = "results/{dataset}/queries.parquet"
+PASSAGES = "results/corpora/{corpus}/passages.parquet"
+RUN = "results/{dataset}/{retriever}/run.parquet"
+CANDIDATES = "results/{dataset}/candidates.parquet"
+MANIFEST = "resources/models/{llm}/manifest.json"
+ANSWERS = "results/{dataset}/{llm}/answers/{context}.parquet"
+GOLD = "results/{dataset}/{llm}/gold_{candidates}.parquet"
+KNOWN = "results/{dataset}/{llm}/known.parquet"
+TABLES = "results/tables"
+FIGURES = "results/figures"
+
 DATASETS = list(config["datasets"])
 LLMS = list(config["llms"])
 CORPORA = list(config["corpora"])
 RETRIEVERS = list(config["retrievers"])
-CANDIDATE_CONTEXTS = ["none", "single", "topk", "union", "human"]
-# Path patterns that report scripts also need (to find each input by its wildcards).
-ANSWERS = "results/{dataset}/{llm}/answers/{context}.parquet"
-GOLD = "results/{dataset}/{llm}/gold_{candidates}.parquet"
-QUERIES = "results/{dataset}/queries.parquet"
-# Directory names under results/ that a dataset slug must not shadow.
-_RESERVED = {"corpora", "tables", "figures", "logs", "benchmarks"}
+
+check_config(config)
 
 
-def _check_config():
-    """Cross-references the schema cannot express; errors name the offending key."""
-    for name, ds in config["datasets"].items():
-        if name in _RESERVED:
-            raise ValueError(
-                f"config: datasets.{name}: '{name}' is reserved for results/{name}/"
-            )
-        if ds["corpus"] not in config["corpora"]:
-            raise ValueError(
-                f"config: datasets.{name}.corpus = '{ds['corpus']}' is not in corpora ({CORPORA})"
-            )
-        if ds["retriever"] not in config["retrievers"]:
-            raise ValueError(
-                f"config: datasets.{name}.retriever = '{ds['retriever']}' is not in retrievers ({RETRIEVERS})"
-            )
-        if (
-            ds["source"] == "worldfacts"
-            and config["corpora"][ds["corpus"]]["source"] != "worldfacts"
-        ):
-            raise ValueError(
-                f"config: datasets.{name}: worldfacts queries need a worldfacts corpus"
-            )
-
-
-_check_config()
+def fill(pattern, **values):
+    """``pattern`` with only the named fields filled in; other wildcards stay as they are."""
+    return re.sub(
+        r"\{(\w+)\}",
+        lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0),
+        pattern,
+    )
 
 
 def _alternatives(names):
@@ -63,12 +60,13 @@ def _alternatives(names):
 wildcard_constraints:
     dataset=_alternatives(DATASETS),
     llm=_alternatives(LLMS),
-    source=_alternatives(LLMS),
     corpus=_alternatives(CORPORA),
     retriever=_alternatives(RETRIEVERS),
+    candidates="C|U",
     shard=r"\d+",
 
 
+# --- config lookups -------------------------------------------------------------------------------
 def dataset_cfg(wildcards):
     return config["datasets"][wildcards.dataset]
 
@@ -90,19 +88,15 @@ def retriever_of(wildcards):
 
 
 def passages_of_dataset(wildcards):
-    return f"results/corpora/{corpus_of(wildcards)}/passages.parquet"
+    return fill(PASSAGES, corpus=corpus_of(wildcards))
 
 
 def run_of_dataset(wildcards):
-    return f"results/{wildcards.dataset}/{retriever_of(wildcards)}/run.parquet"
+    return fill(RUN, dataset=wildcards.dataset, retriever=retriever_of(wildcards))
 
 
-def manifest_of(wildcards):
-    return f"resources/models/{wildcards.llm}/manifest.json"
-
-
-def store_of(wildcards):
-    return str(Path(config["store_dir"]) / f"{wildcards.llm}.sqlite")
+def gpus_of_llm(wildcards):
+    return llm_cfg(wildcards)["gpu"]
 
 
 def llm_conda_env(wildcards):
@@ -123,10 +117,6 @@ def encoder_conda_env(wildcards):
         if backend == "flagembedding"
         else "../envs/encode.yaml"
     )
-
-
-def other_llms(llm):
-    return [o for o in LLMS if o != llm]
 
 
 # A user's own files are inputs (edits rerun what depends on them) once they exist; a missing one is
@@ -166,30 +156,239 @@ def index_of_dataset(wildcards):
     )
 
 
+# --- inputs and outputs of the answer rules -------------------------------------------------------
+# An answer job's outputs are named by their context; an input a context is made from (a gold set, a
+# selection, a ranking) is named by the same context, so the job pairs them without any path logic.
+def answers_named(contexts):
+    """Named answer outputs (patterns in {dataset} and {llm}), one per context."""
+    return {ctx: fill(ANSWERS, context=ctx) for ctx in contexts}
+
+
+def gold_contexts(candidates):
+    """The contexts of every LLM's gold set among ``candidates`` (an LLM's own: from itself)."""
+    return [f"gold_{candidates}_from_{source}" for source in LLMS]
+
+
+def gold_tables(candidates):
+    """Every LLM's gold set among ``candidates`` (pattern in {dataset}), named by its context."""
+    return {
+        f"gold_{candidates}_from_{source}": fill(GOLD, llm=source, candidates=candidates)
+        for source in LLMS
+    }
+
+
+# --- inputs of the report rules, keyed -----------------------------------------------------------
+# Report jobs get many files of one kind (answers of every dataset, LLM and context). Each input is
+# named by its key (`input_key("answers", dataset, llm, context)`), which the job reads back with
+# `llm_utility.workflow.keyed_inputs`: the files a job reads are exactly the rule's inputs.
+def answers_inputs(datasets, contexts_of):
+    """Keyed answer files: ``contexts_of(llm)`` lists the contexts read for each LLM."""
+    return {
+        input_key("answers", d, llm, ctx): fill(ANSWERS, dataset=d, llm=llm, context=ctx)
+        for d in datasets
+        for llm in LLMS
+        for ctx in contexts_of(llm)
+    }
+
+
+def gold_inputs(datasets, candidates=("C", "U")):
+    return {
+        input_key("gold", d, llm, c): fill(GOLD, dataset=d, llm=llm, candidates=c)
+        for d in datasets
+        for llm in LLMS
+        for c in candidates
+    }
+
+
+def queries_inputs(datasets):
+    return {input_key("queries", d): fill(QUERIES, dataset=d) for d in datasets}
+
+
+# --- final targets --------------------------------------------------------------------------------
 def all_targets():
-    tables = ["results/tables/retrieval.md", "results/tables/table1_rag.md"]
+    tables = [
+        f"{TABLES}/{name}.md"
+        for name in (
+            "retrieval",
+            "table1_rag",
+            "empty_answers",
+            "table2_selection",
+            "table3_rag_selection",
+            "table4_ranking",
+            "table5_thinking",
+            "table7_rag_reranked",
+            "table8_known_rejection",
+            "external_runs",
+        )
+    ]
     figures = [
-        f"results/figures/{name}.png"
+        f"{FIGURES}/{name}.png"
         for name in (
             "fig1_left_topk",
             "fig1_right_transfer",
             "fig2_transfer_U",
             "fig8_transfer_C",
             "fig3_overlap",
+            "fig4_perplexity",
+            "fig9_selection_transfer",
         )
     ]
-    return tables + figures
+    qrels = expand(QRELS, dataset=DATASETS, llm=LLMS, candidates=["C", "U"])
+    return tables + figures + qrels
 
 
-def answers_for(contexts, transfer=False):
-    """Answer files of every (dataset, LLM) for ``contexts``, plus the transfer files if asked."""
-    files = expand(ANSWERS, dataset=DATASETS, llm=LLMS, context=contexts)
-    if transfer:
-        files += [
-            ANSWERS.format(dataset=d, llm=llm, context=f"gold_{c}_from_{src}")
-            for d in DATASETS
+# --- the judgment stage ---------------------------------------------------------------------------
+JUDGMENTS = "results/{dataset}/{llm}/judgments/{method}.parquet"
+RANKINGS = "results/{dataset}/{llm}/rankings/{method}.parquet"
+PERPLEXITY = "results/{dataset}/{llm}/perplexity.parquet"
+QRELS = "results/{dataset}/{llm}/qrels_{candidates}.txt"
+JUDGE = config["judgments"]
+RANK = config["rankings"]
+# Figure 9 shows the transfer of the paper's best selection method, if it is a rag method.
+FIGURE9_METHOD = (
+    "listwise_pa" if "listwise_pa" in JUDGE["rag_methods"] else JUDGE["rag_methods"][0]
+)
+
+
+def can_think(llm):
+    return config["llms"][llm]["can_think"]
+
+
+def judgment_methods_of(dataset, llm):
+    """The selection methods judged for (dataset, llm): Table 2's, the RAG ones, and the thinking
+    ones where the model has a thinking switch and the dataset is one of thinking_datasets."""
+    methods = list(dict.fromkeys(JUDGE["methods"] + JUDGE["rag_methods"]))
+    thinking_datasets = JUDGE["thinking_datasets"] or DATASETS
+    if can_think(llm) and dataset in thinking_datasets:
+        methods += [m for m in JUDGE["thinking_methods"] if m not in methods]
+    return methods
+
+
+def judgment_method(wildcards):
+    return selection_method(wildcards.method)
+
+
+def pseudo_answers_input(wildcards):
+    """The answers a method's pseudo-answer comes from (topk, or topk_think), if it uses one."""
+    context = judgment_method(wildcards).pseudo_context
+    return {"pseudo_answers": fill(ANSWERS, context=context)} if context else {}
+
+
+def judge_spec(wildcards):
+    """The LLM's spec, with thinking on for the methods that judge with thinking."""
+    spec = llm_cfg(wildcards)
+    if judgment_method(wildcards).thinking:
+        return {**spec, "enable_thinking": True}
+    return spec
+
+
+def judge_max_new_tokens(wildcards):
+    method = judgment_method(wildcards)
+    if method.thinking:
+        return JUDGE["thinking_max_new_tokens"]
+    return JUDGE[f"{method.form}_max_new_tokens"]
+
+
+def thinking_answer_spec(wildcards):
+    """topk_think: the top-k answer with thinking on and the thinking budget (pseudo-answer (T))."""
+    return {
+        **llm_cfg(wildcards),
+        "enable_thinking": True,
+        "max_new_tokens": JUDGE["thinking_max_new_tokens"],
+        "stop": [],
+    }
+
+
+def selected_contexts():
+    """RAG with selections: every rag method's selections of every LLM (an LLM's own: from itself)."""
+    return [f"selected_{m}_from_{source}" for m in JUDGE["rag_methods"] for source in LLMS]
+
+
+def selection_tables():
+    """The judgment tables behind ``selected_contexts`` (pattern in {dataset}), named by context."""
+    return {
+        f"selected_{m}_from_{source}": fill(JUDGMENTS, llm=source, method=m)
+        for m in JUDGE["rag_methods"]
+        for source in LLMS
+    }
+
+
+def reranked_contexts():
+    return [f"reranked_{m}_top{RANK['rag_top']}" for m in RANK["rag_methods"]]
+
+
+def reranked_tables():
+    return {
+        f"reranked_{m}_top{RANK['rag_top']}": fill(RANKINGS, method=m)
+        for m in RANK["rag_methods"]
+    }
+
+
+def ranking_pseudo_answers(wildcards):
+    """listwise_pa and likelihood read the pseudo-answer; attention reads the answer it attends from
+    (the same topk answer)."""
+    if wildcards.method in ("listwise_pa", "likelihood", "attention"):
+        return {"pseudo_answers": fill(ANSWERS, context="topk")}
+    return {}
+
+
+def ranking_conda_env(wildcards):
+    if wildcards.method == "attention":
+        return f"../envs/llm-{RANK['attention_backend']}.yaml"
+    return llm_conda_env(wildcards)
+
+
+# --- inputs of the judgment tables, keyed ---------------------------------------------------------
+def keyed_per_llm(kind, pattern, datasets, methods_of=None):
+    """Keyed files of one pattern for every dataset and LLM (and method, if ``methods_of(d, llm)``)."""
+    if methods_of is None:
+        return {
+            input_key(kind, d, llm): fill(pattern, dataset=d, llm=llm)
+            for d in datasets
             for llm in LLMS
-            for src in other_llms(llm)
-            for c in ("C", "U")
-        ]
-    return files
+        }
+    return {
+        input_key(kind, d, llm, m): fill(pattern, dataset=d, llm=llm, method=m)
+        for d in datasets
+        for llm in LLMS
+        for m in methods_of(d, llm)
+    }
+
+
+def gold_C_inputs(datasets=DATASETS):
+    return keyed_per_llm("gold", fill(GOLD, candidates="C"), datasets)
+
+
+def known_inputs(datasets=DATASETS):
+    return keyed_per_llm("known", KNOWN, datasets)
+
+
+def thinking_llms():
+    return [llm for llm in LLMS if can_think(llm)]
+
+
+def table5_methods(dataset, llm):
+    """Table 5: the thinking methods and their counterparts without thinking."""
+    if not can_think(llm) or dataset not in (JUDGE["thinking_datasets"] or DATASETS):
+        return []
+    base = {m.replace("_pat_think", "_pa").replace("_think", "") for m in JUDGE["thinking_methods"]}
+    return [m for m in SELECTION_METHODS if m in base] + list(JUDGE["thinking_methods"])
+
+
+def table5_inputs():
+    inputs = {}
+    for d in DATASETS:
+        for llm in thinking_llms():
+            for m in table5_methods(d, llm):
+                inputs[input_key("judgments", d, llm, m)] = fill(JUDGMENTS, dataset=d, llm=llm, method=m)
+                inputs[input_key("gold", d, llm)] = fill(GOLD, dataset=d, llm=llm, candidates="C")
+    return inputs
+
+
+def external_runs():
+    """TREC runs a user dropped in resources/runs/<dataset>/<name>.trec, keyed (dataset, name)."""
+    found = {}
+    for d in DATASETS:
+        for path in sorted(Path("resources/runs", d).glob("*.trec")):
+            found[input_key("runs", d, path.stem)] = str(path)
+    return found

@@ -1,10 +1,11 @@
-# Stage 4, answers: every LLM call goes through the generation store (one SQLite file per model), so
-# a prompt asked for by two jobs is computed once and an interrupted job resumes where it stopped.
+# Stage 4, answers: every LLM call goes through the generation store (one directory of SQLite shards
+# per model), so a prompt asked for by two jobs is computed once and an interrupted job resumes where
+# it stopped. Each job loads its model once and answers every context its outputs name.
 
 
 rule materialize_model:
     output:
-        manifest="resources/models/{llm}/manifest.json",
+        manifest=MANIFEST,
     log:
         "logs/materialize_model/{llm}.log",
     benchmark:
@@ -17,19 +18,33 @@ rule materialize_model:
         "../workflow/scripts/materialize_model.py"
 
 
-# The contexts that need no gold set, answered together in one job per (dataset, LLM).
-rule answer_candidates:
+# The passages any LLM call of a dataset can get (U, with C marked), read once from the corpus.
+rule candidate_passages:
     input:
-        queries="results/{dataset}/queries.parquet",
+        queries=QUERIES,
         run=run_of_dataset,
         passages=passages_of_dataset,
-        manifest=manifest_of,
+    output:
+        candidates=CANDIDATES,
+    log:
+        "logs/candidate_passages/{dataset}.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        top_k=config["top_k"],
+    script:
+        "../workflow/scripts/candidate_passages.py"
+
+
+# The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM).
+rule answer_candidates:
+    input:
+        queries=QUERIES,
+        candidates=CANDIDATES,
+        manifest=MANIFEST,
         prompts=config["prompts"],
     output:
-        **{
-            c: f"results/{{dataset}}/{{llm}}/answers/{c}.parquet"
-            for c in CANDIDATE_CONTEXTS
-        },
+        **{c: fill(ANSWERS, context=c) for c in CANDIDATE_CONTEXTS},
     log:
         "logs/answer_candidates/{dataset}/{llm}.log",
     benchmark:
@@ -38,73 +53,41 @@ rule answer_candidates:
         llm_conda_env
     threads: 2
     resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
+        gpu=gpus_of_llm,
     params:
         spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
+        synonyms=config["verdict_synonyms"],
     script:
         "../workflow/scripts/answer.py"
 
 
-# The LLM answering with its own gold sets G(C) and G(U).
-rule answer_gold:
+# Every LLM's gold set among C (or U), answered by {llm}; its own is gold_C_from_{llm}. One engine start
+# per (dataset, LLM, candidate set) covers Table 1's G(C) and the transfer matrices.
+use rule answer_candidates as answer_gold_C with:
     input:
-        queries="results/{dataset}/queries.parquet",
-        run=run_of_dataset,
-        passages=passages_of_dataset,
-        manifest=manifest_of,
+        queries=QUERIES,
+        candidates=CANDIDATES,
+        manifest=MANIFEST,
         prompts=config["prompts"],
-        gold_C="results/{dataset}/{llm}/gold_C.parquet",
-        gold_U="results/{dataset}/{llm}/gold_U.parquet",
+        **gold_tables("C"),
     output:
-        gold_C="results/{dataset}/{llm}/answers/gold_C.parquet",
-        gold_U="results/{dataset}/{llm}/answers/gold_U.parquet",
+        **answers_named(gold_contexts("C")),
     log:
-        "logs/answer_gold/{dataset}/{llm}.log",
+        "logs/answer_gold/{dataset}/{llm}/C.log",
     benchmark:
-        "benchmarks/out/answer_gold/{dataset}/{llm}.tsv"
-    conda:
-        llm_conda_env
-    threads: 2
-    resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
-    params:
-        spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
-    script:
-        "../workflow/scripts/answer.py"
+        "benchmarks/out/answer_gold/{dataset}/{llm}/C.tsv"
 
 
-# Transfer: the LLM answering with the gold sets built for another LLM ({source}).
-rule answer_transfer:
+use rule answer_candidates as answer_gold_U with:
     input:
-        queries="results/{dataset}/queries.parquet",
-        run=run_of_dataset,
-        passages=passages_of_dataset,
-        manifest=manifest_of,
+        queries=QUERIES,
+        candidates=CANDIDATES,
+        manifest=MANIFEST,
         prompts=config["prompts"],
-        gold_C="results/{dataset}/{source}/gold_C.parquet",
-        gold_U="results/{dataset}/{source}/gold_U.parquet",
+        **gold_tables("U"),
     output:
-        gold_C="results/{dataset}/{llm}/answers/gold_C_from_{source}.parquet",
-        gold_U="results/{dataset}/{llm}/answers/gold_U_from_{source}.parquet",
+        **answers_named(gold_contexts("U")),
     log:
-        "logs/answer_transfer/{dataset}/{llm}/{source}.log",
+        "logs/answer_gold/{dataset}/{llm}/U.log",
     benchmark:
-        "benchmarks/out/answer_transfer/{dataset}/{llm}/{source}.tsv"
-    conda:
-        llm_conda_env
-    threads: 2
-    resources:
-        gpu=lambda wc: llm_cfg(wc)["gpu"],
-    params:
-        spec=llm_cfg,
-        top_k=config["top_k"],
-        store=store_of,
-        gpu_lock_dir=config["gpu_lock_dir"],
-    script:
-        "../workflow/scripts/answer.py"
+        "benchmarks/out/answer_gold/{dataset}/{llm}/U.tsv"

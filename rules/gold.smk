@@ -4,19 +4,16 @@
 
 rule gold_sets:
     input:
-        queries="results/{dataset}/queries.parquet",
-        run=run_of_dataset,
-        none="results/{dataset}/{llm}/answers/none.parquet",
-        single="results/{dataset}/{llm}/answers/single.parquet",
+        candidates=CANDIDATES,
+        none=fill(ANSWERS, context="none"),
+        single=fill(ANSWERS, context="single"),
     output:
-        gold_C="results/{dataset}/{llm}/gold_C.parquet",
-        gold_U="results/{dataset}/{llm}/gold_U.parquet",
-        known="results/{dataset}/{llm}/known.parquet",
+        gold_C=fill(GOLD, candidates="C"),
+        gold_U=fill(GOLD, candidates="U"),
+        known=KNOWN,
     log:
         "logs/gold_sets/{dataset}/{llm}.log",
     conda:
         "../envs/base.yaml"
-    params:
-        top_k=config["top_k"],
     script:
         "../workflow/scripts/gold_sets.py"

@@ -1,11 +1,13 @@
 # Stage 7, tables and figures: each a target of its own (a localrule: cheap, no model), so a change
-# of styling reruns only that figure. Captions for `snakemake --report` live in report/.
+# of styling reruns only that figure. Inputs are keyed (rules/common.smk), so a job reads exactly the
+# files its rule declares. Captions for `snakemake --report` live in report/.
 
-PAPER_CONTEXTS = ["none", "topk", "union", "human", "gold_C", "gold_U"]
+TABLE1_CONTEXTS = ["none", "topk", "union", "human"]
 
 
 localrules:
     table1,
+    empty_answers,
     figure_topk,
     figure_transfer,
     figure_overlap,
@@ -13,67 +15,87 @@ localrules:
 
 rule table1:
     input:
-        answers=answers_for(PAPER_CONTEXTS),
-        gold=expand(GOLD, dataset=DATASETS, llm=LLMS, candidates=["C", "U"]),
-        queries=expand(QUERIES, dataset=DATASETS),
+        **answers_inputs(
+            DATASETS,
+            lambda llm: TABLE1_CONTEXTS + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
+        ),
+        **gold_inputs(DATASETS),
+        **queries_inputs(DATASETS),
     output:
-        csv="results/tables/table1_rag.csv",
-        md="results/tables/table1_rag.md",
-        tex="results/tables/table1_rag.tex",
+        csv=f"{TABLES}/table1_rag.csv",
+        md=f"{TABLES}/table1_rag.md",
+        tex=f"{TABLES}/table1_rag.tex",
     log:
         "logs/table1.log",
     conda:
         "../envs/base.yaml"
-    params:
-        datasets=DATASETS,
-        llms=LLMS,
-        patterns={"answers": ANSWERS, "gold": GOLD, "queries": QUERIES},
     script:
         "../workflow/scripts/table1.py"
 
 
+# Beside Table 1: how often each model said nothing, per context (a silent model must be visible).
+rule empty_answers:
+    input:
+        **answers_inputs(
+            DATASETS,
+            lambda llm: list(CANDIDATE_CONTEXTS) + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
+        ),
+    output:
+        csv=f"{TABLES}/empty_answers.csv",
+        md=f"{TABLES}/empty_answers.md",
+    log:
+        "logs/empty_answers.log",
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/empty_answers.py"
+
+
 rule figure_topk:
     input:
-        answers=answers_for(["none", "topk"]),
+        **answers_inputs(DATASETS, lambda llm: ["none", "topk"]),
     output:
         png=report(
-            "results/figures/fig1_left_topk.png",
+            f"{FIGURES}/fig1_left_topk.png",
             caption="../report/fig1_left.rst",
             category="Figures",
         ),
-        pdf="results/figures/fig1_left_topk.pdf",
+        pdf=f"{FIGURES}/fig1_left_topk.pdf",
     log:
         "logs/figure_topk.log",
     conda:
         "../envs/base.yaml"
     params:
-        datasets=DATASETS,
-        llms=LLMS,
-        patterns={"answers": ANSWERS},
         style=config["figures"],
     script:
         "../workflow/scripts/figure_topk.py"
 
 
-# Figure 1 right (first dataset, U candidates), Figure 2 (all datasets, U), Figure 8 (all, C).
+# Figure 1 right (one dataset, U candidates), Figure 2 (every dataset, U), Figure 8 (every dataset, C).
 TRANSFER_FIGURES = {
-    "fig1_right_transfer": {"candidates": "U", "datasets": DATASETS[:1]},
+    "fig1_right_transfer": {"candidates": "U", "datasets": [figure1_dataset(config)]},
     "fig2_transfer_U": {"candidates": "U", "datasets": DATASETS},
     "fig8_transfer_C": {"candidates": "C", "datasets": DATASETS},
 }
 
 
+def transfer_inputs(wildcards):
+    spec = TRANSFER_FIGURES[wildcards.figure]
+    contexts = ["human"] + gold_contexts(spec["candidates"])
+    return answers_inputs(spec["datasets"], lambda llm: contexts)
+
+
 rule figure_transfer:
     input:
-        answers=answers_for(["human", "gold_C", "gold_U"], transfer=True),
+        unpack(transfer_inputs),
     output:
         png=report(
-            "results/figures/{figure}.png",
+            f"{FIGURES}/{{figure}}.png",
             caption="../report/transfer.rst",
             category="Figures",
         ),
-        pdf="results/figures/{figure}.pdf",
-        csv="results/tables/{figure}.csv",
+        pdf=f"{FIGURES}/{{figure}}.pdf",
+        csv=f"{TABLES}/{{figure}}.csv",
     log:
         "logs/figure_transfer/{figure}.log",
     wildcard_constraints:
@@ -81,9 +103,8 @@ rule figure_transfer:
     conda:
         "../envs/base.yaml"
     params:
-        spec=lambda wc: TRANSFER_FIGURES[wc.figure],
+        candidates=lambda wc: TRANSFER_FIGURES[wc.figure]["candidates"],
         llms=LLMS,
-        patterns={"answers": ANSWERS},
         style=config["figures"],
     script:
         "../workflow/scripts/figure_transfer.py"
@@ -91,24 +112,216 @@ rule figure_transfer:
 
 rule figure_overlap:
     input:
-        gold=expand(GOLD, dataset=DATASETS, llm=LLMS, candidates=["U"]),
-        queries=expand(QUERIES, dataset=DATASETS),
+        **gold_inputs(DATASETS, candidates=["U"]),
+        **queries_inputs(DATASETS),
     output:
         png=report(
-            "results/figures/fig3_overlap.png",
+            f"{FIGURES}/fig3_overlap.png",
             caption="../report/fig3_overlap.rst",
             category="Figures",
         ),
-        pdf="results/figures/fig3_overlap.pdf",
-        csv="results/tables/fig3_overlap.csv",
+        pdf=f"{FIGURES}/fig3_overlap.pdf",
+        csv=f"{TABLES}/fig3_overlap.csv",
     log:
         "logs/figure_overlap.log",
     conda:
         "../envs/base.yaml"
     params:
-        datasets=DATASETS,
         llms=LLMS,
-        patterns={"gold": GOLD, "queries": QUERIES},
         style=config["figures"],
     script:
         "../workflow/scripts/figure_overlap.py"
+
+
+# --- the judgment benchmark: Tables 2, 3, 4, 5, 7, 8, Figures 4 and 9, external runs -------------
+
+
+localrules:
+    table2,
+    table3,
+    table4,
+    table5,
+    table7,
+    table8,
+    figure4,
+    figure9,
+    external_runs,
+
+
+rule table2:
+    input:
+        **keyed_per_llm("judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]),
+        **gold_C_inputs(),
+    output:
+        csv=f"{TABLES}/table2_selection.csv",
+        md=f"{TABLES}/table2_selection.md",
+        tex=f"{TABLES}/table2_selection.tex",
+    log:
+        "logs/table2.log",
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/table2.py"
+
+
+rule table3:
+    input:
+        **answers_inputs(
+            DATASETS,
+            lambda llm: ["topk"] + [f"selected_{m}_from_{llm}" for m in JUDGE["rag_methods"]],
+        ),
+        **known_inputs(),
+    output:
+        csv=f"{TABLES}/table3_rag_selection.csv",
+        md=f"{TABLES}/table3_rag_selection.md",
+        tex=f"{TABLES}/table3_rag_selection.tex",
+    log:
+        "logs/table3.log",
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/table3.py"
+
+
+rule table4:
+    input:
+        **keyed_per_llm("rankings", RANKINGS, DATASETS, lambda d, llm: RANK["methods"]),
+        **gold_C_inputs(),
+    output:
+        csv=f"{TABLES}/table4_ranking.csv",
+        md=f"{TABLES}/table4_ranking.md",
+        tex=f"{TABLES}/table4_ranking.tex",
+    log:
+        "logs/table4.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        k=RANK["k"],
+    script:
+        "../workflow/scripts/table4.py"
+
+
+rule table5:
+    input:
+        **table5_inputs(),
+    output:
+        csv=f"{TABLES}/table5_thinking.csv",
+        md=f"{TABLES}/table5_thinking.md",
+        tex=f"{TABLES}/table5_thinking.tex",
+    log:
+        "logs/table5.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        note=(
+            ""
+            if thinking_llms()
+            else "No configured LLM has a thinking switch (llms.<name>.can_think): nothing to compare."
+        ),
+    script:
+        "../workflow/scripts/table5.py"
+
+
+rule table7:
+    input:
+        **answers_inputs(DATASETS, lambda llm: ["topk"] + reranked_contexts()),
+        **known_inputs(),
+    output:
+        csv=f"{TABLES}/table7_rag_reranked.csv",
+        md=f"{TABLES}/table7_rag_reranked.md",
+        tex=f"{TABLES}/table7_rag_reranked.tex",
+    log:
+        "logs/table7.log",
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/table7.py"
+
+
+rule table8:
+    input:
+        **keyed_per_llm(
+            "judgments",
+            JUDGMENTS,
+            DATASETS,
+            lambda d, llm: ["listwise_pa", "listwise_pa_reject"],
+        ),
+        **gold_C_inputs(),
+    output:
+        csv=f"{TABLES}/table8_known_rejection.csv",
+        md=f"{TABLES}/table8_known_rejection.md",
+        tex=f"{TABLES}/table8_known_rejection.tex",
+    log:
+        "logs/table8.log",
+    conda:
+        "../envs/base.yaml"
+    script:
+        "../workflow/scripts/table8.py"
+
+
+rule figure9:
+    input:
+        **answers_inputs(
+            DATASETS,
+            lambda llm: [f"selected_{FIGURE9_METHOD}_from_{s}" for s in LLMS],
+        ),
+    output:
+        png=report(
+            f"{FIGURES}/fig9_selection_transfer.png",
+            caption="../report/fig9.rst",
+            category="Figures",
+        ),
+        pdf=f"{FIGURES}/fig9_selection_transfer.pdf",
+        csv=f"{TABLES}/fig9_selection_transfer.csv",
+    log:
+        "logs/figure9.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        llms=LLMS,
+        method=FIGURE9_METHOD,
+        style=config["figures"],
+    script:
+        "../workflow/scripts/figure9.py"
+
+
+rule figure4:
+    input:
+        **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
+        **answers_inputs(DATASETS, lambda llm: ["none", "human"]),
+        **known_inputs(),
+    output:
+        png=report(
+            f"{FIGURES}/fig4_perplexity.png",
+            caption="../report/fig4.rst",
+            category="Figures",
+        ),
+        pdf=f"{FIGURES}/fig4_perplexity.pdf",
+        csv=f"{TABLES}/fig4_perplexity.csv",
+    log:
+        "logs/figure4.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        style=config["figures"],
+    script:
+        "../workflow/scripts/figure4.py"
+
+
+# Any retriever's TREC run (resources/runs/<dataset>/<name>.trec), scored by every LLM's gold set.
+rule external_runs:
+    input:
+        **external_runs(),
+        **keyed_per_llm("qrels", fill(QRELS, candidates="U"), DATASETS),
+        **queries_inputs(DATASETS),
+    output:
+        csv=f"{TABLES}/external_runs.csv",
+        md=f"{TABLES}/external_runs.md",
+    log:
+        "logs/external_runs.log",
+    conda:
+        "../envs/base.yaml"
+    params:
+        k=RANK["k"],
+    script:
+        "../workflow/scripts/external_runs.py"

@@ -4,7 +4,7 @@
 
 rule encode_corpus_shard:
     input:
-        passages="results/corpora/{corpus}/passages.parquet",
+        passages=PASSAGES,
     output:
         embeddings="results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
     log:
@@ -19,7 +19,6 @@ rule encode_corpus_shard:
     params:
         encoder=retriever_cfg,
         n_shards=lambda wc: retriever_cfg(wc)["shards"],
-        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
 
@@ -44,11 +43,11 @@ rule build_index:
 
 rule retrieve:
     input:
-        queries="results/{dataset}/queries.parquet",
+        queries=QUERIES,
         passages=passages_of_dataset,
         index=index_of_dataset,
     output:
-        run="results/{dataset}/{retriever}/run.parquet",
+        run=RUN,
     log:
         "logs/retrieve/{dataset}/{retriever}.log",
     conda:
@@ -59,31 +58,22 @@ rule retrieve:
     params:
         encoder=retriever_cfg,
         top_k=config["top_k"],
-        gpu_lock_dir=config["gpu_lock_dir"],
     script:
         "../workflow/scripts/retrieve.py"
 
 
 rule retrieval_table:
     input:
-        queries=expand("results/{dataset}/queries.parquet", dataset=DATASETS),
-        runs=[
-            f"results/{d}/{config['datasets'][d]['retriever']}/run.parquet"
-            for d in DATASETS
-        ],
-        passages=[
-            f"results/corpora/{config['datasets'][d]['corpus']}/passages.parquet"
-            for d in DATASETS
-        ],
+        **queries_inputs(DATASETS),
+        **{input_key("candidates", d): fill(CANDIDATES, dataset=d) for d in DATASETS},
     output:
-        csv="results/tables/retrieval.csv",
-        md="results/tables/retrieval.md",
+        csv=f"{TABLES}/retrieval.csv",
+        md=f"{TABLES}/retrieval.md",
     log:
         "logs/retrieval_table.log",
     conda:
         "../envs/base.yaml"
     params:
-        datasets=DATASETS,
         top_k=config["top_k"],
     script:
         "../workflow/scripts/retrieval_table.py"

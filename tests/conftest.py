@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Subprocesses the tests start (workers, snakemake, scripts) import this checkout's library too.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="session")

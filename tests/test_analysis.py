@@ -15,8 +15,8 @@ QIDS = ["q1", "q2", "q3", "q4"]
 def answers_frame(hits: list[bool], pids: list[list[str]] | None = None, qids: list[str] = QIDS) -> pl.DataFrame:
     pids = pids if pids is not None else [[] for _ in qids]
     return pl.DataFrame(
-        {"qid": qids, "pids": pids, "output": ["x"] * len(qids), "has_answer": hits},
-        schema={"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "has_answer": pl.Boolean},
+        {"qid": qids, "pids": pids, "output": ["x"] * len(qids), "correct": hits},
+        schema={"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "correct": pl.Boolean},
     )
 
 
@@ -61,8 +61,8 @@ ANSWERS = {
         topk=[T, T, F, F],  # 50
         union=[T, T, T, F],  # 75
         human=[T, F, T, F],  # 50
-        gold_C=[T, T, F, T],  # 75
-        gold_U=[T, T, T, T],  # 100
+        gold_C_from_a=[T, T, F, T],  # 75 (its own)
+        gold_U_from_a=[T, T, T, T],  # 100 (its own)
         gold_C_from_b=[F, F, F, F],  # 0
         gold_U_from_b=[T, F, F, F],  # 25
     ),
@@ -71,8 +71,8 @@ ANSWERS = {
         topk=[T, F, F, F],  # 25
         union=[T, F, F, F],  # 25
         human=[T, T, F, F],  # 50
-        gold_C=[T, F, F, T],  # 50
-        gold_U=[T, T, T, F],  # 75
+        gold_C_from_b=[T, F, F, T],  # 50 (its own)
+        gold_U_from_b=[T, T, T, F],  # 75 (its own)
         gold_C_from_a=[F, T, F, F],  # 25
         gold_U_from_a=[F, F, F, F],  # 0
     ),
@@ -85,7 +85,7 @@ def cell(df: pl.DataFrame, llm: str, column: str, field: str):
 
 def test_table1_values_and_sizes():
     t = analysis.table1(ANSWERS, GOLD, QUERIES)
-    assert t.columns == ["dataset", "llm", "column", "has_answer", "avg_size", "n_queries"]
+    assert t.columns == ["dataset", "llm", "column", "correct", "avg_size", "n_queries"]
     assert t.height == 2 * 6
     assert t["column"].to_list()[:6] == ["None", "C", "U", "Human", "G(C)", "G(U)"]
     expected = {
@@ -94,7 +94,7 @@ def test_table1_values_and_sizes():
     }
     for llm, row in expected.items():
         for column, value in row.items():
-            assert cell(t, llm, column, "has_answer") == pytest.approx(value)
+            assert cell(t, llm, column, "correct") == pytest.approx(value)
     sizes = {"a": {"Human": 1.5, "G(C)": 0.75, "G(U)": 1.0}, "b": {"Human": 1.5, "G(C)": 0.25, "G(U)": 0.75}}
     for llm, row in sizes.items():
         for column, value in row.items():
@@ -155,11 +155,11 @@ def test_gold_overlap_symmetric_with_sizes_on_diagonal():
 
 def test_matrices_long():
     m = analysis.transfer_matrix(ANSWERS, ["a", "b"], "d", "U")
-    long = analysis.matrices_long({"d": m}, "has_answer")
-    assert long.columns == ["dataset", "row", "column", "has_answer"]
+    long = analysis.matrices_long({"d": m}, "correct")
+    assert long.columns == ["dataset", "row", "column", "correct"]
     assert long.height == 6
-    assert long.filter((pl.col("row") == "b") & (pl.col("column") == "a"))["has_answer"].item() == 25.0
+    assert long.filter((pl.col("row") == "b") & (pl.col("column") == "a"))["correct"].item() == 25.0
 
 
 def test_empty_dataset_gives_nan_not_error():
-    assert math.isnan(analysis.has_answer_pct(answers_frame([], qids=[])))
+    assert math.isnan(analysis.correct_pct(answers_frame([], qids=[])))

@@ -5,7 +5,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from llm_utility.method.answers import answer_contexts, candidate_sets, context_requests
+from llm_utility.method.answers import Candidates, answer_contexts, candidates_table, context_requests
 from llm_utility.method.gold import gold_sets, known_flags
 from llm_utility.method.prompts import Passage, answer_prompt, load_prompts
 
@@ -40,22 +40,57 @@ PASSAGES = {
 }
 
 
-def test_candidate_sets_order_and_union():
-    c = candidate_sets(QUERIES, RUN, top_k=2)
+@pytest.fixture(scope="module")
+def passages_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "passages.parquet"
+    pl.DataFrame([(p.pid, p.title, p.text) for p in PASSAGES.values()], schema=["pid", "title", "text"], orient="row").write_parquet(path)
+    return str(path)
+
+
+def candidates(queries, run, passages_file, top_k=2) -> Candidates:
+    return Candidates.from_table(candidates_table(queries, run, passages_file, top_k))
+
+
+def test_candidates_table_order_union_and_texts(passages_file):
+    table = candidates_table(QUERIES, RUN, passages_file, top_k=2)
+    assert table.select("qid", "pid", "rank", "in_C", "human").rows() == [
+        ("q1", "p1", 1, True, False),
+        ("q1", "p2", 2, True, False),
+        ("q1", "h1", None, False, True),  # a human passage retrieved below top-k (or not at all)
+        ("q2", "p1", 1, True, False),
+        ("q2", "p2", 2, True, True),
+    ]
+    c = Candidates.from_table(table)
     assert c.C == {"q1": ["p1", "p2"], "q2": ["p1", "p2"]}
     assert c.U == {"q1": ["p1", "p2", "h1"], "q2": ["p1", "p2"]}  # human already retrieved: U == C
     assert c.human == {"q1": ["h1"], "q2": ["p2"]}
+    assert c.passages["h1"] == PASSAGES["h1"]
 
 
-def test_context_requests():
-    c = candidate_sets(QUERIES, RUN, top_k=2)
+def test_candidates_table_names_missing_passages(passages_file):
+    bad = QUERIES.with_columns(pl.Series("human_pids", [["nope"], []]))
+    with pytest.raises(KeyError, match="1 passage id.*nope"):
+        candidates_table(bad, RUN, passages_file, top_k=2)
+
+
+def test_context_requests(passages_file):
+    c = candidates(QUERIES, RUN, passages_file)
     assert context_requests("none", c) == [("q1", ()), ("q2", ())]
     assert context_requests("single", c) == [("q1", ("p1",)), ("q1", ("p2",)), ("q1", ("h1",)), ("q2", ("p1",)), ("q2", ("p2",))]
     gold = pl.DataFrame({"qid": ["q1", "q1"], "pid": ["h1", "p1"]})
     # Gold passages follow U's order whatever the table's order, so equal sets give equal prompts.
     assert context_requests("gold_U_from_other-llm", c, gold) == [("q1", ("p1", "h1")), ("q2", ())]
-    with pytest.raises(ValueError, match="needs a gold set"):
-        context_requests("gold_C", c)
+    # A selection keeps retrieval order; a query that selected nothing gets no passage.
+    judged = pl.DataFrame({"qid": ["q1", "q1", "q2"], "pid": ["p2", "p1", "p1"], "selected": [True, True, False]})
+    assert context_requests("selected_listwise_pa_from_x", c, judged) == [("q1", ("p1", "p2")), ("q2", ())]
+    # Queries that were not judged (a demo judges the first N) are not answered.
+    assert context_requests("selected_listwise_pa_from_x", c, judged.filter(pl.col("qid") == "q1")) == [("q1", ("p1", "p2"))]
+    # A reranked context keeps the ranking's order and its first n.
+    ranking = pl.DataFrame({"qid": ["q1", "q1", "q2", "q2"], "pid": ["p1", "p2", "p1", "p2"], "rank": [2, 1, 1, 2]})
+    assert context_requests("reranked_likelihood_top1", c, ranking) == [("q1", ("p2",)), ("q2", ("p1",))]
+    assert context_requests("reranked_likelihood_top5", c, ranking) == [("q1", ("p2", "p1")), ("q2", ("p1", "p2"))]
+    with pytest.raises(ValueError, match="needs its gold table"):
+        context_requests("gold_C_from_x", c)
     with pytest.raises(ValueError, match="unknown answer context"):
         context_requests("gold_X", c)
 
@@ -88,8 +123,8 @@ def _fake_llm(prompts):
     return ["SUPPORTS" if "claim" in p else ("Lima" if "Lima is the capital" in p else "Cusco") for p in prompts]
 
 
-def test_answer_contexts_one_generation_call():
-    c = candidate_sets(QUERIES, RUN, top_k=2)
+def test_answer_contexts_one_generation_call(passages_file):
+    c = candidates(QUERIES, RUN, passages_file)
     calls = []
 
     def generate(texts):
@@ -100,26 +135,40 @@ def test_answer_contexts_one_generation_call():
     frames = answer_contexts(requests, QUERIES, PASSAGES, PROMPTS, lambda t: t, generate)
     assert len(calls) == 1  # every context in one call to the store
     assert frames["single"].height == 5
-    assert frames["none"]["has_answer"].to_list() == [False, False]
-    assert frames["topk"]["has_answer"].to_list() == [True, False]
-    assert frames["single"].filter(pl.col("qid") == "q1")["has_answer"].to_list() == [True, False, False]
+    assert frames["none"]["correct"].to_list() == [False, False]
+    # q2 is a claim whose gold verdict is REFUTES; the fake model says SUPPORTS.
+    assert frames["topk"]["correct"].to_list() == [True, False]
+    assert frames["single"].filter(pl.col("qid") == "q1")["correct"].to_list() == [True, False, False]
     assert frames["union"]["pids"].to_list() == [["p1", "p2", "h1"], ["p1", "p2"]]
     assert frames["human"].schema["pids"] == pl.List(pl.String)
 
 
-def test_gold_sets_eq1_and_known():
-    none = pl.DataFrame({"qid": ["q1", "q2", "q3"], "pids": [[], [], []], "output": ["", "", ""], "has_answer": [False, False, True]})
+def test_claims_scored_by_verdict(passages_file):
+    """An echo of the instruction states both verdicts: wrong for either gold label."""
+    c = candidates(QUERIES, RUN, passages_file)
+    requests = {"none": context_requests("none", c)}
+    for output, correct in [("SUPPORTS or REFUTES", False), ("REFUTES.", True), ("No.", False)]:
+        frames = answer_contexts(requests, QUERIES, PASSAGES, PROMPTS, lambda t: t, lambda ps: [output] * len(ps))
+        assert frames["none"]["correct"].to_list()[1] is correct
+    frames = answer_contexts(
+        requests, QUERIES, PASSAGES, PROMPTS, lambda t: t, lambda ps: ["No."] * len(ps), synonyms={"REFUTES": ["no"]}
+    )
+    assert frames["none"]["correct"].to_list() == [False, True]
+
+
+def test_gold_sets_eq1_and_known(passages_file):
+    none = pl.DataFrame({"qid": ["q1", "q2", "q3"], "pids": [[], [], []], "output": ["", "", ""], "correct": [False, False, True]})
     single = pl.DataFrame(
         {
             "qid": ["q1", "q1", "q1", "q2", "q3"],
             "pids": [["p1"], ["p2"], ["h1"], ["p1"], ["p1"]],
             "output": [""] * 5,
-            "has_answer": [True, False, True, False, True],
+            "correct": [True, False, True, False, True],
         }
     )
     q = pl.concat([QUERIES, QUERIES.head(1).with_columns(pl.lit("q3").alias("qid"))])
     run = pl.concat([RUN, RUN.filter(pl.col("qid") == "q1").with_columns(pl.lit("q3").alias("qid"))])
-    c = candidate_sets(q, run, top_k=2)
+    c = candidates(q, run, passages_file)
     gc = gold_sets(none, single, c, "C")
     gu = gold_sets(none, single, c, "U")
     assert gc.rows() == [("q1", "p1")]  # h1 helps but is not in C

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
-from llm_utility.generation.models import truncate_at_stop
+from llm_utility.generation.models import PromptTooLongError, cut_answer
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = {
@@ -63,23 +63,32 @@ def test_strip_thinking():
     assert strip_thinking("  Paris ") == "Paris"
 
 
-def test_truncate_at_stop():
-    assert truncate_at_stop("Paris\nQuestion: x", ["\n"]) == "Paris"
-    assert truncate_at_stop("a. b\nc", ["\n", "."]) == "a"
-    assert truncate_at_stop("Paris", []) == "Paris"
-    assert truncate_at_stop("Paris", [""]) == "Paris"
+def test_cut_answer_stops_only_after_the_answer_began():
+    assert cut_answer("Paris\nQuestion: x", ["\n"]) == "Paris"
+    assert cut_answer("a. b\nc", ["\n", "."]) == "a"
+    assert cut_answer("Paris", []) == "Paris"
+    assert cut_answer("Paris", [""]) == "Paris"
+    # Gemma starts many answers with a newline: leading whitespace is not the end of the answer.
+    assert cut_answer("\n\nLima\nQuestion: x", ["\n"]) == "Lima"
+    assert cut_answer(" \n ", ["\n"]) == ""
+    assert cut_answer("Question: x", ["Question:"]) == ""  # a real stop string at the start still stops
 
 
-def test_normalize_spec_fills_defaults_and_names_errors():
-    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "stop": "\n"}, "m")
-    assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == 32 and spec["batch_size"] == 16
-    assert spec["prompt_format"] == "chat" and spec["enable_thinking"] is False
+def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
+    from llm_utility.workflow import schema_defaults
+
+    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "stop": "\n", "prompt_format": "chat"}, "m")
+    defaults = schema_defaults("llms")  # config/schema.yaml is the one place defaults live
+    assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == defaults["max_new_tokens"] == 32
+    assert spec["batch_size"] == defaults["batch_size"] and spec["enable_thinking"] is False
     with pytest.raises(ValueError, match="llms.m.backend"):
         normalize_spec({"backend": "llama.cpp", "weights": {"hub": "org/m"}}, "m")
     with pytest.raises(ValueError, match="exactly one"):
-        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "path": "/x"}}, "m")
+        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "path": "/x"}, "prompt_format": "chat"}, "m")
+    with pytest.raises(ValueError, match="llms.m.prompt_format"):
+        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m"}}, "m")
     with pytest.raises(ValueError, match="gguf_file or gguf_assemble"):
-        normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}}, "m")
+        normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}, "prompt_format": "chat"}, "m")
 
 
 def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch):
@@ -222,12 +231,12 @@ def test_store_serves_a_real_model_on_rerun(smollm2, tmp_path):
     from llm_utility.generation import GenerationStore
 
     prompts = [smollm2.render(q) for q in QUESTIONS[:3]]
-    with GenerationStore(tmp_path / "smollm2.sqlite") as store:
+    with GenerationStore(tmp_path, "job-1") as store:
         first = store.generate(smollm2, prompts + prompts[:1], max_new_tokens=16, stop=["\n"], batch_size=2)
-        assert store.stats == {"made": 3, "served": 0} and first[3] == first[0]
-    with GenerationStore(tmp_path / "smollm2.sqlite") as store:
+        assert store.stats["generate"]["made"] == 3 and first[3] == first[0]
+    with GenerationStore(tmp_path, "job-2") as store:
         assert store.generate(smollm2, prompts, max_new_tokens=16, stop=["\n"], batch_size=2) == first[:3]
-        assert store.stats == {"made": 0, "served": 3}
+        assert store.stats["generate"]["made"] == 0 and store.stats["generate"]["served"] == 3
     assert first == smollm2.generate(prompts + prompts[:1], max_new_tokens=16, stop=["\n"])
 
 
@@ -236,28 +245,102 @@ def test_weights_load_only_when_the_store_misses(smollm2, smollm2_manifest, tmp_
     from llm_utility.generation import GenerationStore
 
     prompts = [smollm2.render(q) for q in QUESTIONS[:2]]
-    with GenerationStore(tmp_path / "s.sqlite") as store:
+    with GenerationStore(tmp_path, "job-1") as store:
         expected = store.generate(smollm2, prompts, max_new_tokens=8, stop=["\n"])
     fresh = load_generator(smollm2_manifest, SPECS["smollm2-135m"])
     assert not fresh.loaded  # rendering and token counts need only the tokenizer
-    with GenerationStore(tmp_path / "s.sqlite") as store:
+    with GenerationStore(tmp_path, "job-2") as store:
         assert store.generate(fresh, prompts, max_new_tokens=8, stop=["\n"]) == expected
-        assert store.stats == {"made": 0, "served": 2}
+        assert store.stats["generate"]["served"] == 2
     assert not fresh.loaded  # everything was served: the weights were never read
     assert fresh.generate(prompts[:1], max_new_tokens=8, stop=["\n"]) == expected[:1]
     assert fresh.loaded
 
 
-def test_vllm_backend_drives_the_engine_as_documented(smollm2_manifest, monkeypatch):
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2", "gemma"])
+def test_likelihood_matches_a_direct_transformers_computation(name, request):
+    """score() in batches (left padding, explicit positions, kept logits only) equals log-softmax of
+    one unpadded forward pass over prompt + target."""
+    import torch
+
+    gen = request.getfixturevalue(name)
+    prompt = gen.render("What is the capital of France?") if name == "smollm2" else "Question: What is the capital of France?\nAnswer:"
+    targets = ["Paris", " The capital of France is Paris.", "Lima"]
+    pairs = [(prompt, t) for t in targets] + [("Information: Paris is the capital of France. " + prompt, "Paris")]
+    scored = gen.score(pairs)
+    for (p, target), got in zip(pairs, scored):
+        ids = gen.encode(p)
+        tid = gen.tokenizer(target, add_special_tokens=False)["input_ids"]
+        with torch.inference_mode():
+            logits = gen.model(torch.tensor([ids + tid])).logits[0].float()
+        direct = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1, len(ids) + len(tid) - 1), torch.tensor(tid)]
+        assert got == pytest.approx(direct.tolist(), abs=2e-4)
+    assert sum(scored[0]) > sum(scored[2])  # Paris is likelier than Lima as France's capital
+
+
+@pytest.mark.slow
+def test_attention_matches_a_direct_computation_on_a_tiny_prompt(smollm2):
+    """Eq. 6 as written: for each decoding step, the attention of the generating position on each
+    passage's tokens (mean over heads and layers), averaged over steps, normalized across passages."""
+    import torch
+
+    from llm_utility.generation import AttentionRequest
+
+    text = (
+        "Information:\nOslo Oslo is the capital of Norway.\nLima Lima is the capital of Peru.\n"
+        "Question: What is the capital of Peru?\nAnswer:"
+    )
+    prompt = smollm2.render(text)
+    p1 = prompt.index("Oslo Oslo")
+    p2 = prompt.index("Lima Lima")
+    spans = ((p1, p1 + len("Oslo Oslo is the capital of Norway.")), (p2, p2 + len("Lima Lima is the capital of Peru.")))
+    answer = "Lima"
+    [got] = smollm2.attention([AttentionRequest(prompt, spans, answer)])
+    # Direct: output_attentions on an eager copy of the model, token spans from the offsets.
+    from transformers import AutoModelForCausalLM
+
+    eager = AutoModelForCausalLM.from_pretrained(smollm2.load_path, attn_implementation="eager", dtype=torch.float32)
+    ids = smollm2.encode(prompt)
+    aid = smollm2.tokenizer(answer, add_special_tokens=False)["input_ids"]
+    offsets = smollm2.tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    token_sets = [[i for i, (a, b) in enumerate(offsets) if b > a and a < e and b > s] for s, e in spans]
+    with torch.inference_mode():
+        out = eager(torch.tensor([ids + aid[:-1]]), output_attentions=True)
+    steps = range(len(ids) - 1, len(ids) + len(aid) - 1)
+    raw = []
+    for tokens in token_sets:
+        per_step = [float(torch.stack([a[0, :, t, tokens].sum(-1).mean() for a in out.attentions]).mean()) for t in steps]
+        raw.append(sum(per_step) / len(per_step))
+    expected = [r / sum(raw) for r in raw]
+    assert got == pytest.approx(expected, abs=1e-4)
+    assert sum(got) == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_a_prompt_that_does_not_fit_stops_before_generating(smollm2):
+    limit = smollm2.context_length
+    assert limit == 8192  # SmolLM2's config
+    long = smollm2.render("word " * limit)
+    with pytest.raises(PromptTooLongError, match=r"query q7.*tokens.*context of 8192"):
+        smollm2.check_fits([long], ["dataset d, query q7, context topk"], reserve=24)
+    smollm2.check_fits([smollm2.render("short")], ["x"], reserve=24)
+
+
+def test_vllm_backend_drives_the_engine_as_documented(tmp_path, monkeypatch):
     """vLLM needs a GPU; a stand-in module checks what our backend asks of it: the engine options,
-    greedy sampling, token-id prompts with BOS once, output order and the stop cut."""
+    greedy sampling, token-id prompts with BOS once, output order, the stop rule and prompt
+    log-probabilities for scoring. The tokenizer is a tiny trained one (no model weights)."""
     import types
 
-    calls = {}
+    from standin import write_tiny_model
+
+    calls = {"sampling": []}
 
     class SamplingParams:
         def __init__(self, **kw):
-            calls["sampling"] = kw
+            calls["sampling"].append(kw)
+            self.prompt_logprobs = kw.get("prompt_logprobs")
 
     class LLM:
         def __init__(self, **kw):
@@ -266,18 +349,33 @@ def test_vllm_backend_drives_the_engine_as_documented(smollm2_manifest, monkeypa
         def generate(self, requests, params, use_tqdm=True):
             calls["requests"] = requests
             out = types.SimpleNamespace
-            return [out(outputs=[out(text=f" answer {i}\nmore")]) for i in range(len(requests))]
+            if params.prompt_logprobs is not None:  # scoring: -0.5 per token, the first has none
+                logprob = types.SimpleNamespace(logprob=-0.5)
+                return [
+                    out(prompt_logprobs=[None] + [{t: logprob} for t in r["prompt_token_ids"][1:]], outputs=[out(text="x")])
+                    for r in requests
+                ]
+            return [out(outputs=[out(text=f"\n answer {i}\nmore")]) for i in range(len(requests))]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
-    spec = {**SPECS["smollm2-135m"], "backend": "vllm", "gpu": 2, "max_model_len": 4096}
-    gen = load_generator({**smollm2_manifest, "backend": "vllm"}, spec)
+    model = write_tiny_model(tmp_path / "tiny")
+    manifest = {"slug": "tiny", "backend": "vllm", "load_path": str(model), "fingerprint": "tiny"}
+    spec = {"backend": "vllm", "weights": {"path": str(model)}, "prompt_format": "chat", "gpu": 2, "max_model_len": 4096}
+    gen = load_generator(manifest, spec)
     prompts = [gen.render(q) for q in QUESTIONS[:3]]
     assert not gen.loaded and "engine" not in calls  # nothing started until a prompt misses the store
-    outs = gen.generate(prompts, max_new_tokens=12, stop=["\n"])
+    outs = gen.generate(prompts, max_new_tokens=12, stop=["\n", "Question:"])
+    # A newline before the answer does not end it; whitespace-only stops are applied afterwards.
     assert outs == ["answer 0", "answer 1", "answer 2"]
     assert calls["engine"]["tensor_parallel_size"] == 2 and calls["engine"]["enable_prefix_caching"] is True
     assert calls["engine"]["max_model_len"] == 4096 and calls["engine"]["dtype"] == "bfloat16"
-    assert calls["sampling"] == {"temperature": 0.0, "max_tokens": 12, "stop": ["\n"]}
+    assert calls["sampling"][0] == {"temperature": 0.0, "max_tokens": 12, "stop": ["Question:"]}
     assert [r["prompt_token_ids"] for r in calls["requests"]] == [gen.encode(p) for p in prompts]
     bos = gen.tokenizer.bos_token_id
     assert all(r["prompt_token_ids"].count(bos) == prompts[i].count(gen.tokenizer.bos_token) for i, r in enumerate(calls["requests"]))
+    # Scoring reads the target tokens' prompt log-probabilities.
+    [scored] = gen.score([(prompts[0], "Lima is")])
+    n_target = len(gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"])
+    assert scored == [-0.5] * n_target
+    assert calls["sampling"][1]["prompt_logprobs"] == 1 and calls["sampling"][1]["max_tokens"] == 1
+    assert calls["requests"][0]["prompt_token_ids"][-n_target:] == gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"]

@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from llm_utility.metrics import dpr_tokens, has_answer, retrieval_quality
+from llm_utility.metrics import dpr_tokens, has_answer, retrieval_quality, score_answer
 
 
 @pytest.mark.parametrize(
@@ -47,20 +47,43 @@ def test_retrieval_quality():
             "task": ["qa", "qa", "fact"],
         }
     )
-    run = pl.DataFrame(
-        {
-            "qid": ["q1", "q1", "q2", "q2", "q3"],
-            "pid": ["p2", "p1", "p3", "p2", "p1"],
-            "rank": [1, 2, 1, 2, 1],
-            "score": [0.9, 0.8, 0.7, 0.6, 0.5],
-        }
-    )
-    passages = pl.DataFrame(
-        {"pid": ["p1", "p2", "p3"], "title": ["France", "Peru", "Chile"], "text": ["Capital Paris.", "Capital Lima.", "x"]}
-    )
-    got = retrieval_quality(queries, run, passages, k=1).sort("qid")
-    assert got["answer_recall"].to_list() == [0.0, 0.0, None]
+    texts = {"p1": "France Capital Paris.", "p2": "Peru Capital Lima.", "p3": "Chile x"}
+    top1 = {"q1": ["p2"], "q2": ["p3"], "q3": ["p1"]}
+    got = retrieval_quality(queries, top1, texts).sort("qid")
+    assert got["answer_recall"].to_list() == [0.0, 0.0, None]  # claims: labels never occur in passages
     assert got["human_recall"].to_list() == [0.0, 0.5, None]
-    got2 = retrieval_quality(queries, run, passages, k=2).sort("qid")
+    top2 = {"q1": ["p2", "p1"], "q2": ["p3", "p2"], "q3": ["p1"]}
+    got2 = retrieval_quality(queries, top2, texts).sort("qid")
     assert got2["answer_recall"].to_list() == [1.0, 1.0, None]
     assert got2["human_recall"].to_list() == [1.0, 0.5, None]
+
+
+@pytest.mark.parametrize(
+    ("output", "gold", "synonyms", "expected"),
+    [
+        ("SUPPORTS", "SUPPORTS", None, True),
+        ("supports.", "SUPPORTS", None, True),  # case-insensitive, punctuation around
+        ("The claim is REFUTES", "REFUTES", None, True),
+        ("SUPPORTS or REFUTES", "SUPPORTS", None, False),  # an echo of the instruction: both stated
+        ("SUPPORTS or REFUTES", "REFUTES", None, False),
+        ("REFUTES", "SUPPORTS", None, False),
+        ("", "SUPPORTS", None, False),  # neither stated
+        ("SUPPORTSX", "SUPPORTS", None, False),  # whole words only
+        ("Yes.", "SUPPORTS", None, False),  # synonyms are off unless configured
+        ("Yes.", "SUPPORTS", {"SUPPORTS": ["yes", "true"], "REFUTES": ["no", "false"]}, True),
+        ("No, that is false", "REFUTES", {"SUPPORTS": ["yes"], "REFUTES": ["no", "false"]}, True),
+        ("yes and no", "SUPPORTS", {"SUPPORTS": ["yes"], "REFUTES": ["no"]}, False),
+        ("It is not true", "REFUTES", {"SUPPORTS": ["true"], "REFUTES": ["not true"]}, False),  # both match
+    ],
+)
+def test_score_answer_fact_verdicts(output, gold, synonyms, expected):
+    assert score_answer(output, [gold], "fact", synonyms) is expected
+
+
+def test_score_answer_qa_is_has_answer_and_tasks_are_checked():
+    assert score_answer("It is Paris.", ["Paris"], "qa") is True
+    assert score_answer("SUPPORTS", ["SUPPORTS"], "qa") is True  # qa never reads verdicts
+    with pytest.raises(ValueError, match="unknown task"):
+        score_answer("x", ["x"], "chat")
+    with pytest.raises(ValueError, match="fact answers must be among"):
+        score_answer("x", ["maybe"], "fact")

@@ -7,6 +7,7 @@ import pytest
 
 from llm_utility.report import figures, tables
 from llm_utility.report.analysis import TABLE1_COLUMNS
+from llm_utility.workflow import with_defaults
 
 
 def table1_frame() -> pl.DataFrame:
@@ -18,7 +19,7 @@ def table1_frame() -> pl.DataFrame:
     rows = [
         ("NQ", llm, column, v, s, 10) for llm, vs in values.items() for column, v, s in zip(TABLE1_COLUMNS, vs, sizes)
     ]
-    return pl.DataFrame(rows, schema=["dataset", "llm", "column", "has_answer", "avg_size", "n_queries"], orient="row")
+    return pl.DataFrame(rows, schema=["dataset", "llm", "column", "correct", "avg_size", "n_queries"], orient="row")
 
 
 def test_table1_blocks_format_and_bold():
@@ -41,7 +42,7 @@ def test_write_table1(tmp_path):
 
     back = pl.read_csv(csv)
     assert back.columns == df.columns
-    assert back["has_answer"].to_list() == df["has_answer"].to_list()  # plain numbers, no markup
+    assert back["correct"].to_list() == df["correct"].to_list()  # plain numbers, no markup
 
     text = md.read_text()
     assert "### NQ" in text
@@ -73,10 +74,10 @@ def test_write_transfer_and_overlap_csv(tmp_path):
     path = tmp_path / "transfer.csv"
     tables.write_transfer_csv({"d1": transfer(), "d2": transfer()}, path, candidates="U")
     back = pl.read_csv(path)
-    assert back.columns == ["dataset", "candidates", "gold_from", "llm", "has_answer"]
+    assert back.columns == ["dataset", "candidates", "gold_from", "llm", "correct"]
     assert back.height == 12
     row = back.filter((pl.col("dataset") == "d1") & (pl.col("gold_from") == "b") & (pl.col("llm") == "a"))
-    assert row["has_answer"].item() == 60.0
+    assert row["correct"].item() == 60.0
 
     overlap = pl.DataFrame({"set": ["a", "Human"], "a": [1.5, 0.5], "Human": [0.5, 2.0]})
     path = tmp_path / "overlap.csv"
@@ -84,11 +85,18 @@ def test_write_transfer_and_overlap_csv(tmp_path):
     assert pl.read_csv(path).columns == ["dataset", "set_a", "set_b", "avg_overlap"]
 
 
-def test_resolve_style():
-    s = figures.resolve_style({"dpi": 80, "cmap": None})
-    assert s["dpi"] == 80 and s["cmap"] == figures.DEFAULT_STYLE["cmap"]
+def style(**overrides):
+    """The figures section as the workflow passes it: the schema's defaults, then the config's values."""
+    return with_defaults("figures", overrides)
+
+
+def test_resolve_style_wants_the_validated_section():
+    assert figures.resolve_style(style(dpi=80))["dpi"] == 80
+    assert style()["cmap"] == "Blues"  # defaults come from config/schema.yaml, nowhere else
     with pytest.raises(ValueError, match="unknown figure style"):
-        figures.resolve_style({"colour": "red"})
+        figures.resolve_style(style(colour="red"))
+    with pytest.raises(ValueError, match="missing"):
+        figures.resolve_style({"dpi": 80})
 
 
 def assert_png_pdf(png, pdf):
@@ -108,17 +116,17 @@ def test_plot_topk(tmp_path):
         }
     )
     png, pdf = tmp_path / "f1l.png", tmp_path / "f1l.pdf"
-    figures.plot_topk(df, png, pdf, {"dpi": 60, "labels": {"a": "Model A"}})
+    figures.plot_topk(df, png, pdf, style(dpi=60, labels={"a": "Model A"}))
     assert_png_pdf(png, pdf)
 
 
 def test_plot_transfer_and_overlap(tmp_path):
     png, pdf = tmp_path / "f2.png", tmp_path / "f2.pdf"
-    figures.plot_transfer({"d1": transfer(), "d2": transfer()}, png, pdf, "Transfer (U)", {"dpi": 60})
+    figures.plot_transfer({"d1": transfer(), "d2": transfer()}, png, pdf, style(dpi=60), "Transfer (U)")
     assert_png_pdf(png, pdf)
     overlap = pl.DataFrame({"set": ["a", "Human"], "a": [1.5, 0.5], "Human": [0.5, 2.0]})
     png, pdf = tmp_path / "f3.png", tmp_path / "f3.pdf"
-    figures.plot_overlap({"d1": overlap}, png, pdf, style={"dpi": 60, "cmap": "viridis"})
+    figures.plot_overlap({"d1": overlap}, png, pdf, style=style(dpi=60, cmap="viridis"))
     assert_png_pdf(png, pdf)
     with pytest.raises(ValueError, match="nothing to plot"):
-        figures.plot_overlap({}, png, pdf)
+        figures.plot_overlap({}, png, pdf, style())

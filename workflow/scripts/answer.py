@@ -1,26 +1,40 @@
-"""Rules answer_candidates, answer_gold and answer_transfer: one job answers every context named by
-its outputs (none, single, topk, union, human, gold_C, gold_U) through the generation store."""
+"""Rules answer_candidates, answer_gold_C and answer_gold_U: one job answers every context its outputs
+name (none, single, topk, union, human; gold_{C,U}_from_<llm>) through the generation store.
+
+By hand (inputs must exist):
+    python workflow/scripts/answer.py answer_gold_U dataset=wf-single llm=smollm2-135m
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("answer_candidates")
 
 from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
+from llm_utility.generation.store import job_name  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
 
-with lease_gpus(snakemake.resources.gpu, snakemake.params.gpu_lock_dir):
-    from llm_utility.pipeline import answer_job  # noqa: E402
+with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
+    from llm_utility.pipeline import answer_job
 
+    outputs = dict(snakemake.output.items())
     answer_job(
+        dataset=snakemake.wildcards.dataset,
         queries=snakemake.input.queries,
-        run=snakemake.input.run,
-        passages=snakemake.input.passages,
+        candidates=snakemake.input.candidates,
         manifest=snakemake.input.manifest,
         prompts=snakemake.input.prompts,
-        gold={k: snakemake.input[k] for k in ("gold_C", "gold_U") if k in snakemake.input.keys()},
-        outputs=dict(snakemake.output.items()),
+        tables={name: path for name, path in snakemake.input.items() if name in outputs},
+        outputs=outputs,
         spec=snakemake.params.spec,
-        top_k=snakemake.params.top_k,
-        store_path=snakemake.params.store,
+        store=store_root(snakemake.config, snakemake.wildcards.llm),
+        job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
+        synonyms=snakemake.params.synonyms,
+        max_passage_tokens=snakemake.params.spec["max_passage_tokens"],
         threads=snakemake.threads,
         log=log,
     )

@@ -1,4 +1,12 @@
-"""Rule build_index: a FAISS inner-product index over the memory-mapped embedding shards."""
+"""Rule build_index: a FAISS inner-product index over the memory-mapped embedding shards.
+
+By hand:  python workflow/scripts/build_index.py corpus=worldfacts retriever=minilm
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("build_index")
 
 from llm_utility.logs import log_to
 

@@ -1,4 +1,12 @@
-"""Rule gold_sets: gold utilitarian passages among C and U (Eq. 1-2) and the known flag."""
+"""Rule gold_sets: gold utilitarian passages among C and U (Eq. 1-2) and the known flag.
+
+By hand:  python workflow/scripts/gold_sets.py dataset=wf-single llm=smollm2-135m
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("gold_sets")
 
 from llm_utility.logs import log_to
 
@@ -7,11 +15,9 @@ log = log_to(snakemake.log[0])
 from llm_utility.pipeline import gold_job  # noqa: E402
 
 gold_job(
-    queries=snakemake.input.queries,
-    run=snakemake.input.run,
+    candidates=snakemake.input.candidates,
     none=snakemake.input.none,
     single=snakemake.input.single,
-    top_k=snakemake.params.top_k,
     outputs=dict(snakemake.output.items()),
     log=log,
 )

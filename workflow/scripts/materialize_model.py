@@ -1,4 +1,13 @@
-"""Rule materialize_model: dequantize a GGUF once into safetensors (or describe hub/local weights)."""
+"""Rule materialize_model: dequantize a GGUF once into safetensors (or describe hub/local weights).
+
+By hand:  python workflow/scripts/materialize_model.py llm=smollm2-135m
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("materialize_model")
+
 
 import os
 

@@ -1,12 +1,21 @@
-"""Rule retrieve: encode the queries and write the top-k run (qid, pid, rank, score)."""
+"""Rule retrieve: encode the queries and write the top-k run (qid, pid, rank, score).
+
+By hand:  python workflow/scripts/retrieve.py dataset=wf-single retriever=minilm
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("retrieve")
 
 from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (before torch is imported)
+from llm_utility.workflow import gpu_lock_dir  # noqa: E402
 
-with lease_gpus(snakemake.resources.gpu, snakemake.params.gpu_lock_dir):
+with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     import torch
 
     from llm_utility.pipeline import retrieve_job

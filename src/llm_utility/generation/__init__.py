@@ -10,12 +10,14 @@ from .models import (
     normalize_spec,
     read_manifest,
     strip_thinking,
-    truncate_at_stop,
+    cut_answer,
 )
-from .store import GenerationStore, make_key
+from .store import AttentionRequest, GenerationStore, StoreError, make_key
 
 __all__ = [
+    "AttentionRequest",
     "GenerationStore",
+    "StoreError",
     "Generator",
     "load_generator",
     "make_key",
@@ -23,5 +25,5 @@ __all__ = [
     "normalize_spec",
     "read_manifest",
     "strip_thinking",
-    "truncate_at_stop",
+    "cut_answer",
 ]

@@ -1,4 +1,5 @@
-"""The transformers backend: batched, left-padded greedy generation on CPU or CUDA."""
+"""The transformers backend: batched, left-padded greedy generation, target scoring and attention
+on CPU or CUDA."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from .models import Generator, truncate_at_stop
+from .models import Generator, cut_answer
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class _StopOnText(StoppingCriteria):
-    """Finish each row once its generated text (prompt excluded) contains a stop string.
+    """Finish each row once its generated text (prompt excluded), past any leading whitespace,
+    contains a stop string (the rule of ``cut_answer``).
 
     Decoding the few new tokens every step is cheap, and it matches exactly the cut applied to the
     output afterwards and vLLM's semantics. transformers' own ``stop_strings`` scans the whole
@@ -29,7 +31,7 @@ class _StopOnText(StoppingCriteria):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
         texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width :], skip_special_tokens=True)
-        hit = [any(s in t for s in self.stop) for t in texts]
+        hit = [any(s in t.lstrip() for s in self.stop) for t in texts]
         return torch.tensor(hit, dtype=torch.bool, device=input_ids.device)
 
 
@@ -84,7 +86,10 @@ class HFGenerator(Generator):
 
     def _batch(self, prompts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Left-padded ids and attention mask; each prompt encoded on its own (see ``encode``)."""
-        ids = [self.encode(p) for p in prompts]
+        return self._pad([self.encode(p) for p in prompts])
+
+    def _pad(self, ids: list[list[int]]) -> dict[str, torch.Tensor]:
+        """Left-pad token id lists into a batch; every row ends at the same position."""
         width = max(len(x) for x in ids)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], dtype=torch.long)
@@ -113,4 +118,121 @@ class HFGenerator(Generator):
         out = model.generate(**batch, generation_config=config, stopping_criteria=criteria)
         new = out[:, width:]
         texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-        return [truncate_at_stop(t, stop).strip() for t in texts]
+        return [cut_answer(t, stop) for t in texts]
+
+    # -- scoring -------------------------------------------------------------------------------------
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """Log-probability of each token of ``target`` after the rendered ``prompt`` (teacher forcing),
+        in chunks of ``batch_size``. The target is tokenized on its own, without special tokens, and
+        appended to the prompt's ids, as it would follow the prompt in generation. With an empty
+        prompt and no BOS token the first target token has no context and is not scored."""
+        out: list[list[float]] = []
+        for start in range(0, len(pairs), self.batch_size):
+            out += self._score_batch(pairs[start : start + self.batch_size])
+        return out
+
+    @torch.inference_mode()
+    def _score_batch(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        if not pairs:
+            return []
+        model = self.model
+        prompts = [self.encode(p) for p, _ in pairs]
+        targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
+        batch = self._pad([p + t for p, t in zip(prompts, targets)])
+        # Left padding shifts each row; explicit positions keep every row as it is when unpadded.
+        positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        # Rows end together, so the targets are the last tokens of every row: only the last
+        # (longest target + 1) positions need logits, which matters with Gemma's 262k vocabulary.
+        keep = max(len(t) for t in targets) + 1
+        logits = model(**batch, position_ids=positions, logits_to_keep=keep).logits[:, -keep:, :]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        results = []
+        for row, (prompt, target) in enumerate(zip(prompts, targets)):
+            n = len(target) if prompt else len(target) - 1  # nothing predicts a first token
+            if n <= 0:
+                results.append([])
+                continue
+            # Logits at kept index j predict the token at kept index j + 1.
+            predicting = logprobs[row, keep - 1 - n : keep - 1, :]
+            tokens = torch.tensor(target[len(target) - n :], device=predicting.device)
+            results.append(predicting.gather(-1, tokens[:, None])[:, 0].tolist())
+        return results
+
+    # -- attention -----------------------------------------------------------------------------------
+
+    def attention(self, requests: Sequence[Any], pooling: str = "mean") -> list[list[float]]:
+        """Eq. 6 of the paper, per request: the attention mass the answer's tokens put on each passage.
+
+        The answer (the model's own, generated for this very prompt) is appended to the prompt and
+        run once with eager attention (teacher forcing gives the decoding steps' attention rows
+        exactly). Decoding step t is the query position that produces answer token t: the last
+        prompt token for t = 1, answer token t - 1 after that. For every layer and head, the weights
+        of that row on the tokens of passage i are summed (alpha_t(d_i)); heads and layers are pooled
+        by their mean (``pooling="mean"``, the only pooling so far); steps are averaged (1/T sum_t);
+        and the passages' values are normalized to sum to 1. A token straddling two spans counts for
+        both. An empty answer has one step: the row that produced the end of the answer.
+        """
+        if pooling != "mean":
+            raise ValueError(f"attention pooling {pooling!r} is not implemented (use 'mean')")
+        return [self._attention_one(r) for r in requests]
+
+    @torch.inference_mode()
+    def _attention_one(self, request: Any) -> list[float]:
+        model = self.model
+        prompt_ids, spans = self._token_spans(request.prompt, request.spans)
+        answer_ids = self.tokenizer(request.answer, add_special_tokens=False)["input_ids"]
+        ids = prompt_ids + answer_ids[:-1]
+        rows = torch.arange(len(prompt_ids) - 1, len(ids), device=model.device)
+        masks = torch.zeros(len(ids), len(spans), dtype=torch.float32, device=model.device)
+        for j, (lo, hi) in enumerate(spans):
+            masks[lo:hi, j] = 1.0
+        per_layer: list[torch.Tensor] = []
+
+        def capture(_module, _args, output):
+            weights = output[1]  # (batch, heads, queries, keys): eager attention returns them
+            if weights is None:
+                raise RuntimeError("attention weights are not returned: the model must run with eager attention")
+            # alpha_t(d_i) per head: the answer rows' weights summed over each passage's tokens.
+            per_layer.append((weights[0, :, rows, :].float() @ masks).mean(0))  # (steps, passages), head mean
+
+        layers = [m for name, m in model.named_modules() if name.endswith("self_attn")]
+        if not layers:
+            raise RuntimeError(f"{self.slug}: no self_attn modules found to read attention from")
+        previous = model.config._attn_implementation
+        model.set_attn_implementation("eager")
+        handles = [m.register_forward_hook(capture) for m in layers]
+        try:
+            model(input_ids=torch.tensor([ids], device=model.device))
+        finally:
+            for h in handles:
+                h.remove()
+            model.set_attn_implementation(previous)
+        alpha = torch.stack(per_layer).mean(0)  # layer mean: (steps, passages)
+        utility = alpha.mean(0)  # Eq. 6: the average over decoding steps
+        total = float(utility.sum())
+        return [float(u) / total if total > 0 else 0.0 for u in utility]
+
+    def _token_spans(self, prompt: str, spans: Sequence[Sequence[int]]) -> tuple[list[int], list[tuple[int, int]]]:
+        """The prompt's token ids (as ``encode`` makes them) and, per character span, the token range
+        [first, last + 1) of the tokens overlapping it."""
+        ids = self.encode(prompt)
+        bos = getattr(self.tokenizer, "bos_token", None)
+        add = not (bos and prompt.startswith(bos))
+        enc = self.tokenizer(prompt, add_special_tokens=add, return_offsets_mapping=True)
+        if enc["input_ids"] != ids:
+            raise RuntimeError(f"{self.slug}: tokenizing with offsets changed the prompt's tokens")
+        offsets = enc["offset_mapping"]
+        token_spans = []
+        for start, end in spans:
+            inside = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+            if not inside:
+                raise ValueError(f"{self.slug}: the character span {start}-{end} covers no token of the prompt")
+            token_spans.append((inside[0], inside[-1] + 1))
+        return ids, token_spans
+
+    def close(self) -> None:
+        """Drop the weights (and the CUDA cache) so the device is free before its lease ends."""
+        self.__dict__.pop("model", None)
+        if self._cuda:
+            torch.cuda.empty_cache()

@@ -1,209 +1,461 @@
-"""The generation store: every LLM call, computed once, kept in SQLite.
+"""The generation store: every model call, computed once, kept in SQLite.
 
-One file per model. A row is keyed by sha256 over (model fingerprint, backend, rendered prompt,
-decoding parameters), so a prompt asked for by two rules, or by a rerun, is served instead of
-recomputed. Missing prompts are computed in batches, each committed in its own transaction as soon
-as it finishes: a killed job loses at most the batch in flight. WAL mode and a busy timeout let
-several processes (parallel Snakemake jobs) read and write the same file.
+A model call is one of three kinds, all greedy and deterministic, so each is a pure function of its key:
+
+- ``generate``: the output text of a rendered prompt;
+- ``score``: the log-probability of each token of a given ``target`` after a rendered prompt
+  (likelihood of a pseudo-answer, perplexity of a passage);
+- ``attention``: the attention mass an answer's tokens put on each of several passages of a prompt.
+
+A row is keyed by sha256 over (kind, model fingerprint, backend, rendered prompt, target, parameters),
+so a call asked for by two rules, or by a rerun, is served instead of recomputed.
+
+Layout: one directory per model, one SQLite file (a *shard*) per job. A running job writes only its
+own shard ``<job>.open.sqlite``, in batches, each committed on its own, so a killed job loses at most
+the batch in flight and its rerun (the same job, hence the same file) resumes where it stopped. When
+the job ends its shard is *sealed*: renamed to ``<job>.<stamp>.sqlite`` and never written again.
+Jobs read sealed shards with SQLite's ``immutable`` flag, which takes no lock and builds no
+shared-memory index, and they write their own shard with no locking at all (one writer per file is
+guaranteed by Snakemake, which never runs a job twice at once). That is what makes the store safe
+when jobs of one model run on several hosts over a network file system, where SQLite's WAL mode
+and POSIX locks are not. ``compact`` merges sealed shards into one when no job is running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+KINDS = ("generate", "score", "attention")
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS generations (
+CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     backend TEXT NOT NULL,
     params TEXT NOT NULL,
     prompt TEXT NOT NULL,
-    output TEXT NOT NULL,
+    target TEXT NOT NULL,
+    value TEXT NOT NULL,
     prompt_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    seconds REAL NOT NULL,
     created REAL NOT NULL
 )
 """
+_COLUMNS = "key, kind, fingerprint, backend, params, prompt, target, value, prompt_tokens, output_tokens, seconds, created"
 _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...), well under SQLite's variable limit
+_OPEN = ".open.sqlite"
+_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
 
 
-class SupportsGenerate(Protocol):
+class StoreError(RuntimeError):
+    """A store file that cannot be used; the message names it and says how to recover."""
+
+
+class SupportsCalls(Protocol):
     """The part of a generator (``models.Generator``) that the store uses."""
 
     fingerprint: str
     backend: str
 
-    def count_tokens(self, prompts: Sequence[str]) -> list[int]: ...
+    def count_tokens(self, texts: Sequence[str], special: bool = True) -> list[int]: ...
 
-    def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]: ...
+    def store_key_extras(self) -> dict[str, Any]: ...
 
 
-def decoding_params(generator: Any, max_new_tokens: int, stop: Iterable[str]) -> dict[str, Any]:
-    """The decoding parameters that are part of a key. The dtype changes outputs, so it is one."""
-    return {
-        "decoding": "greedy",
-        "max_new_tokens": int(max_new_tokens),
-        "stop": sorted(set(stop)),  # a set of strings: order and repeats do not change outputs
-        "dtype": getattr(generator, "dtype", None),
-    }
+@dataclass(frozen=True)
+class AttentionRequest:
+    """One attention call: a rendered prompt, the character spans of its passages, and the answer
+    whose tokens attend to them (the answer the model generated for that prompt)."""
+
+    prompt: str
+    spans: tuple[tuple[int, int], ...]
+    answer: str
 
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def make_key(fingerprint: str, backend: str, prompt: str, params: dict[str, Any]) -> str:
-    """sha256 hex key of one generation."""
-    return hashlib.sha256(canonical_json([fingerprint, backend, prompt, params]).encode("utf-8")).hexdigest()
+def make_key(kind: str, fingerprint: str, backend: str, prompt: str, target: str, params: dict[str, Any]) -> str:
+    """sha256 hex key of one call."""
+    payload = canonical_json([kind, fingerprint, backend, prompt, target, params])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+# Version of the stop-string rule, part of every generation key: outputs cut under an older rule
+# (version 1 cut Gemma's answers that began with a newline to nothing) are never served again.
+STOP_RULE = 2
+
+
+def generation_params(generator: Any, max_new_tokens: int, stop: Iterable[str]) -> dict[str, Any]:
+    """The parameters that are part of a generation's key. The dtype changes outputs, so it is one,
+    and so is whatever the backend adds (``store_key_extras``: e.g. the vLLM version)."""
+    return {
+        "decoding": "greedy",
+        "max_new_tokens": int(max_new_tokens),
+        "stop": sorted(set(stop)),  # a set of strings: order and repeats do not change outputs
+        "stop_rule": STOP_RULE,
+        "dtype": getattr(generator, "dtype", None),
+        **_extras(generator),
+    }
+
+
+def scoring_params(generator: Any, **options: Any) -> dict[str, Any]:
+    """The parameters of a score or attention call's key."""
+    return {"dtype": getattr(generator, "dtype", None), **options, **_extras(generator)}
+
+
+def _extras(generator: Any) -> dict[str, Any]:
+    extras = getattr(generator, "store_key_extras", None)
+    return dict(extras()) if callable(extras) else {}
+
+
+def job_name(rule: str, wildcards: dict[str, str] | None = None) -> str:
+    """A shard name for the job of ``rule`` with ``wildcards`` (unique per job in a workflow)."""
+    parts = [rule] + [f"{k}={v}" for k, v in sorted((wildcards or {}).items())]
+    return "+".join(parts).replace("/", "-")
 
 
 class GenerationStore:
-    """A SQLite-backed cache of greedy generations (see the module docstring).
+    """One model's store (see the module docstring): ``root`` is the model's directory, ``job`` the
+    name of the job writing (its shard is ``root/<job>.open.sqlite``).
 
-    ``stats`` counts, since this instance was opened, the unique prompts ``made`` (computed by the
-    model) and ``served`` (found in the store, including rows another process wrote meanwhile).
+    ``stats`` counts, since this instance was opened, the unique calls ``made`` (computed by the
+    model) and ``served`` (found in the store) per kind, with the tokens and seconds they took.
+    Use it as a context manager: leaving the block seals the shard.
     """
 
-    def __init__(self, path: str | os.PathLike, timeout: float = 120.0) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are opened explicitly, one per committed batch.
-        self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        self._setup(timeout)
-        self.stats: dict[str, int] = {"made": 0, "served": 0}
-        self._seconds = 0.0
-
-    def _setup(self, timeout: float) -> None:
-        """WAL mode and the table. Switching to WAL can answer SQLITE_BUSY without waiting for the
-        busy timeout while another process opens the same new file, so retry for a while."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                # NORMAL is durable across process kills in WAL mode; a power cut may drop the last commits.
-                self._db.execute("PRAGMA synchronous = NORMAL")
-                self._db.execute(_SCHEMA)
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                return
-            except sqlite3.OperationalError as err:
-                if "locked" not in str(err) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    def __init__(self, root: str | os.PathLike, job: str = "adhoc") -> None:
+        if not _JOB_NAME.match(job):
+            raise ValueError(f"store job name {job!r} must match {_JOB_NAME.pattern}")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.job = job
+        self.path = self.root / f"{job}{_OPEN}"
+        self._readers = _open_sealed(self.root)
+        self._db = _open_writer(self.path)
+        self.stats: dict[str, dict[str, float]] = {}
+        self._closed = False
 
     # -- lookups -------------------------------------------------------------------------------------
 
     def lookup(self, keys: Sequence[str]) -> dict[str, str]:
-        """Outputs of those ``keys`` that are stored."""
+        """Stored values of those ``keys`` that are in this job's shard or any sealed shard."""
         found: dict[str, str] = {}
-        for i in range(0, len(keys), _LOOKUP_CHUNK):
-            chunk = list(keys[i : i + _LOOKUP_CHUNK])
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT key, output FROM generations WHERE key IN ({marks})", chunk)
-            found.update(rows.fetchall())
+        for db in [self._db, *self._readers.values()]:
+            wanted = [k for k in keys if k not in found]
+            for i in range(0, len(wanted), _LOOKUP_CHUNK):
+                chunk = wanted[i : i + _LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                found.update(db.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk).fetchall())
+            if len(found) == len(keys):
+                break
         return found
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+        """Rows in this job's shard and the sealed shards (a key in two shards counts twice)."""
+        return sum(db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] for db in [self._db, *self._readers.values()])
 
-    # -- generation ----------------------------------------------------------------------------------
+    # -- the three kinds of call ---------------------------------------------------------------------
 
     def generate(
         self,
-        generator: SupportsGenerate,
+        generator: Any,
         prompts: Sequence[str],
         max_new_tokens: int,
         stop: Sequence[str] = (),
         batch_size: int = 16,
         desc: str = "",
     ) -> list[str]:
-        """Outputs for rendered ``prompts``, in input order: served from the store or computed.
+        """Outputs for rendered ``prompts``, in input order: served from the store or computed."""
+        params = generation_params(generator, max_new_tokens, stop)
 
-        Unique missing prompts are sorted by token length (longest first, so batches pad little and
-        an out-of-memory error shows up in the first batch) and computed ``batch_size`` at a time;
-        each batch is committed on its own.
-        """
-        started = time.perf_counter()
-        params = decoding_params(generator, max_new_tokens, stop)
-        params_json = canonical_json(params)
-        unique = list(dict.fromkeys(prompts))
-        keys = {p: make_key(generator.fingerprint, generator.backend, p, params) for p in unique}
-        stored = self.lookup(list(keys.values()))
-        outputs = {p: stored[k] for p, k in keys.items() if k in stored}
-        self.stats["served"] += len(outputs)
-        missing = [p for p in unique if p not in outputs]
-        if missing:
-            lengths = dict(zip(missing, generator.count_tokens(missing)))
-            missing.sort(key=lambda p: -lengths[p])  # stable: ties keep input order
-            with tqdm(total=len(missing), desc=desc or "generate", unit="prompt", dynamic_ncols=True) as bar:
-                for i in range(0, len(missing), batch_size):
-                    batch = missing[i : i + batch_size]
-                    # Another job may have made some of these meanwhile (same prompt, parallel rules).
-                    done = self.lookup([keys[p] for p in batch])
-                    for p in batch:
-                        if keys[p] in done:
-                            outputs[p] = done[keys[p]]
-                    self.stats["served"] += sum(keys[p] in done for p in batch)
-                    todo = [p for p in batch if keys[p] not in done]
-                    if todo:
-                        made = generator.generate(todo, max_new_tokens, stop)
-                        if len(made) != len(todo):
-                            raise RuntimeError(f"generator returned {len(made)} outputs for {len(todo)} prompts")
-                        self._insert(generator, todo, made, keys, lengths, params_json)
-                        outputs.update(zip(todo, made))
-                        self.stats["made"] += len(todo)
-                    bar.update(len(batch))
-        self._seconds += time.perf_counter() - started
-        return [outputs[p] for p in prompts]
+        def compute(batch: list[str]) -> list[str]:
+            return generator.generate(batch, max_new_tokens, list(stop))
 
-    def _insert(
-        self,
-        generator: SupportsGenerate,
-        prompts: Sequence[str],
-        outputs: Sequence[str],
-        keys: dict[str, str],
-        lengths: dict[str, int],
-        params_json: str,
-    ) -> None:
-        now = time.time()
-        rows = [
-            (keys[p], generator.fingerprint, generator.backend, params_json, p, out, int(lengths[p]), now)
-            for p, out in zip(prompts, outputs)
-        ]
-        # BEGIN IMMEDIATE takes the write lock up front, so a busy database waits (busy_timeout)
-        # here instead of failing halfway. OR IGNORE: a concurrent job may have stored the same key.
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.executemany("INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-
-    # -- reporting -----------------------------------------------------------------------------------
-
-    def summary(self) -> str:
-        """One line for logs: prompts made and served, time spent, rows in the file."""
-        made, served = self.stats["made"], self.stats["served"]
-        return (
-            f"{made} made, {served} served from the store ({made + served} unique prompts) "
-            f"in {self._seconds:.1f} s; {len(self)} rows in {self.path}"
+        return self._calls(
+            "generate", generator, [(p, "") for p in prompts], params, compute,
+            encode=lambda out: out, decode=lambda value: value,
+            output_tokens=lambda outs: generator.count_tokens(outs, special=False),
+            batch_size=batch_size, desc=desc,
         )
 
+    def score(
+        self, generator: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 16, desc: str = ""
+    ) -> list[list[float]]:
+        """Per-token log-probabilities of each ``target`` after its rendered ``prompt``."""
+        params = scoring_params(generator)
+        return self._calls(
+            "score", generator, list(pairs), params,
+            lambda batch: generator.score(batch),
+            encode=canonical_json, decode=json.loads,
+            output_tokens=lambda values: [len(v) for v in values],
+            batch_size=batch_size, desc=desc,
+        )
+
+    def attention(
+        self, generator: Any, requests: Sequence[AttentionRequest], pooling: str, desc: str = ""
+    ) -> list[list[float]]:
+        """Per-passage attention masses (``Generator.attention``) of each request, one at a time."""
+        params = scoring_params(generator, pooling=pooling)
+        by_pair = {(r.prompt, canonical_json([r.spans, r.answer])): r for r in requests}
+        return self._calls(
+            "attention", generator, list(by_pair), params,
+            lambda batch: generator.attention([by_pair[p] for p in batch], pooling=pooling),
+            encode=canonical_json, decode=json.loads,
+            output_tokens=lambda values: [0] * len(values),
+            batch_size=1, desc=desc,
+        )
+
+    def _calls(
+        self,
+        kind: str,
+        generator: Any,
+        requests: list[tuple[str, str]],
+        params: dict[str, Any],
+        compute: Callable[[list[tuple[str, str]]], list[Any]] | Callable[[list[str]], list[Any]],
+        *,
+        encode: Callable[[Any], str],
+        decode: Callable[[str], Any],
+        output_tokens: Callable[[list[Any]], list[int]],
+        batch_size: int,
+        desc: str,
+    ) -> list[Any]:
+        """Serve or compute ``(prompt, target)`` requests of one kind, in input order.
+
+        Unique missing requests are sorted by prompt length (longest first, so batches pad little and
+        an out-of-memory error shows up in the first batch) and computed ``batch_size`` at a time;
+        each batch is committed on its own. ``compute`` gets prompts for ``generate`` and
+        (prompt, target) pairs otherwise.
+        """
+        stats = self.stats.setdefault(kind, dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0))
+        started = time.perf_counter()
+        params_json = canonical_json(params)
+        unique = list(dict.fromkeys(requests))
+        keys = {r: make_key(kind, generator.fingerprint, generator.backend, r[0], r[1], params) for r in unique}
+        stored = self.lookup(list(keys.values()))
+        values = {r: decode(stored[k]) for r, k in keys.items() if k in stored}
+        stats["served"] += len(values)
+        missing = [r for r in unique if r not in values]
+        if missing:
+            lengths = dict(zip(missing, generator.count_tokens([r[0] for r in missing])))
+            missing.sort(key=lambda r: -lengths[r])  # stable: ties keep input order
+            with tqdm(total=len(missing), desc=desc or kind, unit="call", dynamic_ncols=True) as bar:
+                for i in range(0, len(missing), batch_size):
+                    batch = missing[i : i + batch_size]
+                    t0 = time.perf_counter()
+                    made = compute([r[0] for r in batch] if kind == "generate" else batch)
+                    if len(made) != len(batch):
+                        raise RuntimeError(f"{kind}: the model returned {len(made)} results for {len(batch)} calls")
+                    seconds = time.perf_counter() - t0
+                    n_out = output_tokens(list(made))
+                    self._insert(kind, generator, batch, made, keys, lengths, n_out, seconds, params_json, encode)
+                    values.update(zip(batch, made))
+                    stats["made"] += len(batch)
+                    stats["prompt_tokens"] += sum(lengths[r] for r in batch)
+                    stats["output_tokens"] += sum(n_out)
+                    bar.update(len(batch))
+        stats["seconds"] += time.perf_counter() - started
+        return [values[r] for r in requests]
+
+    def _insert(self, kind, generator, batch, made, keys, lengths, n_out, seconds, params_json, encode) -> None:
+        now = time.time()
+        each = seconds / max(1, len(batch))
+        rows = [
+            (keys[r], kind, generator.fingerprint, generator.backend, params_json, r[0], r[1], encode(v),
+             int(lengths[r]), int(n), each, now)
+            for r, v, n in zip(batch, made, n_out)
+        ]
+        with _transaction(self._db):
+            self._db.executemany(f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES ({','.join('?' * 12)})", rows)
+
+    # -- reporting and closing -----------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line for logs: calls made and served per kind, time spent, where the shard is."""
+        parts = [
+            f"{kind}: {int(s['made'])} made, {int(s['served'])} served in {s['seconds']:.1f} s"
+            for kind, s in self.stats.items()
+        ]
+        return f"{'; '.join(parts) or 'no calls'} (shard {self.path.name}, {len(self._readers)} sealed shards read)"
+
     def close(self) -> None:
+        """Close the files and seal this job's shard (an empty one is removed)."""
+        if self._closed:
+            return
+        self._closed = True
+        for db in self._readers.values():
+            db.close()
+        rows = self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
         self._db.close()
+        if rows == 0:
+            self.path.unlink(missing_ok=True)
+        else:
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+            os.replace(self.path, self.root / f"{self.job}.{stamp}.sqlite")
 
     def __enter__(self) -> GenerationStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Sealed even after an error: every committed batch is a finished, valid call.
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Files
+
+
+def _recovery(path: Path) -> str:
+    return (
+        f"delete {path} (the calls it holds are recomputed on the next run), "
+        f"or move it aside to inspect it with the sqlite3 shell"
+    )
+
+
+def _check(db: sqlite3.Connection, path: Path) -> None:
+    """The shard is a store file of this schema version."""
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        has_table = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls'").fetchone()
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"generation store file {path} is corrupt ({err}): {_recovery(path)}") from None
+    if version != SCHEMA_VERSION or not has_table:
+        raise StoreError(
+            f"generation store file {path} has schema version {version}, this code reads version "
+            f"{SCHEMA_VERSION}: {_recovery(path)}"
+        )
+
+
+def _open_sealed(root: Path) -> dict[Path, sqlite3.Connection]:
+    """Read-only connections to the sealed shards, in name order (a compaction may remove some)."""
+    readers: dict[Path, sqlite3.Connection] = {}
+    for path in sorted(root.glob("*.sqlite")):
+        if path.name.endswith(_OPEN):
+            continue
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        except sqlite3.OperationalError:
+            if not path.exists():  # removed by a compaction since the glob
+                continue
+            raise
+        _check(db, path)
+        readers[path] = db
+    return readers
+
+
+def _open_writer(path: Path) -> sqlite3.Connection:
+    """This job's shard: rollback journal (atomic commits on any file system), no locking
+    (``unix-none``: this job is its only writer), created with the schema when new."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?vfs=unix-none", uri=True, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = DELETE")
+        # NORMAL survives a killed process; a power cut may lose the last commits, never corrupt.
+        db.execute("PRAGMA synchronous = NORMAL")
+        if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
+            with _transaction(db):
+                db.execute(_SCHEMA)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except sqlite3.DatabaseError as err:
+        db.close()
+        raise StoreError(f"generation store file {path} is corrupt ({err}): {_recovery(path)}") from None
+    _check(db, path)
+    return db
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def shards(root: str | os.PathLike) -> list[Path]:
+    """Every shard file of one model's store, sealed and open."""
+    return sorted(Path(root).glob("*.sqlite"))
+
+
+def count_rows(root: str | os.PathLike, kind: str | None = None) -> int:
+    """Distinct keys over all shards of ``root`` (of one ``kind``, if given)."""
+    keys: set[str] = set()
+    for path in shards(root):
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            where = " WHERE kind = ?" if kind else ""
+            keys.update(k for (k,) in db.execute(f"SELECT key FROM calls{where}", (kind,) if kind else ()))
+        finally:
+            db.close()
+    return len(keys)
+
+
+def compact(root: str | os.PathLike, include_open: bool = False) -> Path | None:
+    """Merge the sealed shards of ``root`` into one and delete them; return the merged file.
+
+    Run it when no job of the workflow is running (the Snakefile's ``onsuccess`` does, past a
+    number of shards): a job that started before would not find the merged rows in the files it
+    opened. ``include_open`` also merges the open shards of jobs that were killed and will not be
+    rerun (only safe when no job of this model is running at all).
+    """
+    root = Path(root)
+    inputs = [p for p in shards(root) if include_open or not p.name.endswith(_OPEN)]
+    if len(inputs) < 2:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+    tmp = root / f".compact-{stamp}.tmp"
+    out = _open_writer(tmp)
+    try:
+        for path in inputs:
+            src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                _check(src, path)
+                rows = src.execute(f"SELECT {_COLUMNS} FROM calls").fetchall()
+            finally:
+                src.close()
+            with _transaction(out):
+                out.executemany(f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES ({','.join('?' * 12)})", rows)
+        out.execute("VACUUM")
+    finally:
+        out.close()
+    merged = root / f"compacted.{stamp}.sqlite"
+    os.replace(tmp, merged)
+    for path in inputs:
+        path.unlink(missing_ok=True)
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m llm_utility.generation.store compact <store_dir>/<llm> [--include-open]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m llm_utility.generation.store", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("compact", help="merge a model's sealed shards into one file")
+    cmd.add_argument("root", nargs="+", help="a model's store directory, e.g. resources/cache/generation/smollm2-135m")
+    cmd.add_argument("--include-open", action="store_true", help="also merge shards of killed jobs")
+    args = parser.parse_args(argv)
+    for root in args.root:
+        merged = compact(root, include_open=args.include_open)
+        print(f"{root}: {'merged into ' + merged.name if merged else 'nothing to merge'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .models import Generator, truncate_at_stop
+from .models import Generator, cut_answer
 
 
 def _import_vllm() -> Any:
@@ -69,12 +69,57 @@ class VLLMGenerator(Generator):
         )
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
-        """Greedy continuations of ``prompts``; vLLM schedules the whole list itself."""
+        """Greedy continuations of ``prompts``; vLLM schedules the whole list itself.
+
+        vLLM stops at the first occurrence of a stop string even before any answer text, so
+        whitespace-only stop strings (``"\\n"``) are not given to it: they are applied afterwards by
+        ``cut_answer``, which lets an answer begin with a newline (at the cost of decoding up to
+        ``max_new_tokens``). Other stop strings stop the engine as usual.
+        """
         if not prompts:
             return []
         stop = [s for s in stop if s]
-        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=int(max_new_tokens), stop=stop or None)
+        engine_stop = [s for s in stop if s.strip()]
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=int(max_new_tokens), stop=engine_stop or None)
         requests = [{"prompt_token_ids": self.encode(p)} for p in prompts]
         results = self.llm.generate(requests, params, use_tqdm=False)
-        # vLLM returns results in input order and drops the stop string; the cut is kept for parity.
-        return [truncate_at_stop(r.outputs[0].text, stop).strip() for r in results]
+        # vLLM returns results in input order.
+        return [cut_answer(r.outputs[0].text, stop) for r in results]
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """Log-probability of each target token after its prompt, from vLLM's prompt log-probs.
+
+        Each pair is one request of prompt ids + target ids with ``prompt_logprobs=1`` (the actual
+        token's log-probability is always included) and one generated token, which is discarded.
+        """
+        if not pairs:
+            return []
+        prompts = [self.encode(p) for p, _ in pairs]
+        targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=1)
+        requests = [{"prompt_token_ids": p + t} for p, t in zip(prompts, targets)]
+        results = self.llm.generate(requests, params, use_tqdm=False)
+        scores = []
+        for result, prompt, target in zip(results, prompts, targets):
+            logprobs = result.prompt_logprobs  # one entry per prompt token; None for the first
+            first = len(prompt) if prompt else 1
+            ids = prompt + target
+            scores.append([logprobs[i][ids[i]].logprob for i in range(first, len(ids))])
+        return scores
+
+    def close(self) -> None:
+        """Shut the engine down so its GPU memory is free before the device lease ends."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        del llm
+        import gc
+
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass

@@ -15,10 +15,27 @@ import yaml
 
 _REQUIRED = {
     "passage": ("{title}", "{text}"),
+    "passage_separator": (),
     "answer.qa.no_passages": ("{question}",),
     "answer.qa.with_passages": ("{question}", "{passages}"),
     "answer.fact.no_passages": ("{question}",),
     "answer.fact.with_passages": ("{question}", "{passages}"),
+    # Utility judgments (paper Section 3.3, Appendix A; method.judgments renders them).
+    "judgment.definition": (),
+    "judgment.pseudo_answer": ("{answer}",),
+    "judgment.reject_known": (),
+    "judgment.pointwise": ("{question}", "{passage}", "{definition}", "{pseudo_answer}"),
+    "judgment.listwise.system": (),
+    "judgment.listwise.system_ack": (),
+    "judgment.listwise.intro": ("{num}", "{question}"),
+    "judgment.listwise.intro_ack": (),
+    "judgment.listwise.passage": ("{i}", "{passage}"),
+    "judgment.listwise.passage_ack": ("{i}",),
+    "judgment.listwise.select": ("{question}", "{definition}", "{pseudo_answer}", "{reject_known}"),
+    "judgment.listwise.rank": ("{question}", "{definition}", "{pseudo_answer}", "{num}"),
+    "judgment.completion_cue.pointwise": (),
+    "judgment.completion_cue.select": (),
+    "judgment.completion_cue.rank": (),
 }
 
 
@@ -54,7 +71,6 @@ def load_prompts(path: str | os.PathLike) -> dict:
         for ph in placeholders:
             if ph not in value:
                 raise ValueError(f"{path}: prompt '{key}' must contain the placeholder {ph}")
-    prompts.setdefault("passage_separator", "\n")
     return dict(prompts)
 
 

@@ -3,7 +3,7 @@
 Inputs are the workflow's tables, already read:
 
 - ``answers[(dataset, llm)][context]``: one LLM's answers under one context, columns qid, pids
-  (list), output, has_answer; one row per query for every context used here.
+  (list), output, correct (``metrics.score_answer``); one row per query for every context used here.
 - ``gold[(dataset, llm, candidates)]``: the LLM's gold utilitarian passages from candidates ``C`` or
   ``U``, a long table (qid, pid); a query with an empty gold set has no row.
 - ``queries[dataset]``: qid, question, answers, human_pids, task.
@@ -30,8 +30,8 @@ TABLE1_CONTEXTS: dict[str, str] = {
     "C": "topk",
     "U": "union",
     "Human": "human",
-    "G(C)": "gold_C",
-    "G(U)": "gold_U",
+    "G(C)": "gold_C_from_{llm}",
+    "G(U)": "gold_U_from_{llm}",
 }
 TABLE1_COLUMNS = tuple(TABLE1_CONTEXTS)
 TRANSFER_INDEX = "gold_from"
@@ -50,7 +50,7 @@ def _context(answers: Answers, dataset: str, llm: str, context: str) -> pl.DataF
         raise KeyError(f"no answers for dataset={dataset!r}, llm={llm!r}, context={context!r}") from None
 
 
-def has_answer_pct(frame: pl.DataFrame, qids: pl.Series | None = None, name: str = "answers") -> float:
+def correct_pct(frame: pl.DataFrame, qids: pl.Series | None = None, name: str = "answers") -> float:
     """Percentage of queries answered correctly in a one-row-per-query answers frame.
 
     With ``qids``, the frame must hold exactly those queries, so that every cell of a table shares
@@ -62,7 +62,7 @@ def has_answer_pct(frame: pl.DataFrame, qids: pl.Series | None = None, name: str
         raise ValueError(f"{name}: its queries differ from the dataset's ({frame.height} vs {qids.len()})")
     if frame.height == 0:
         return float("nan")
-    return 100.0 * frame["has_answer"].cast(pl.Float64).mean()
+    return 100.0 * frame["correct"].cast(pl.Float64).mean()
 
 
 def set_sizes(gold_frame: pl.DataFrame, qids: pl.Series) -> float:
@@ -74,10 +74,10 @@ def set_sizes(gold_frame: pl.DataFrame, qids: pl.Series) -> float:
 
 
 def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 1 in tidy form: has_answer (%) per dataset, LLM and passage list.
+    """Table 1 in tidy form: correct answers (%) per dataset, LLM and passage list.
 
     Returns columns dataset, llm, column (one of ``TABLE1_COLUMNS``: None, C, U, Human, G(C), G(U)),
-    has_answer (percent), avg_size and n_queries, in the order datasets and LLMs appear in
+    correct (percent), avg_size and n_queries, in the order datasets and LLMs appear in
     ``answers``. ``avg_size`` is the average number of human passages (Human) or of the LLM's gold
     passages (G(C), G(U)) per query, over *all* queries of the dataset, empty gold sets counting 0
     (the paper's code does the same); null for the other columns.
@@ -87,7 +87,8 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
         q = queries[dataset]
         qids = q["qid"]
         human_size = float(q["human_pids"].list.unique().list.len().mean()) if q.height else float("nan")
-        for column, context in TABLE1_CONTEXTS.items():
+        for column, pattern in TABLE1_CONTEXTS.items():
+            context = pattern.format(llm=llm)
             frame = _context(answers, dataset, llm, context)
             if column == HUMAN:
                 size: float | None = human_size
@@ -103,7 +104,7 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
                     "dataset": dataset,
                     "llm": llm,
                     "column": column,
-                    "has_answer": has_answer_pct(frame, qids, f"{dataset}/{llm}/{context}"),
+                    "correct": correct_pct(frame, qids, f"{dataset}/{llm}/{context}"),
                     "avg_size": size,
                     "n_queries": q.height,
                 }
@@ -112,7 +113,7 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
         "dataset": pl.String,
         "llm": pl.String,
         "column": pl.String,
-        "has_answer": pl.Float64,
+        "correct": pl.Float64,
         "avg_size": pl.Float64,
         "n_queries": pl.Int64,
     }
@@ -120,7 +121,7 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
 
 
 def topk_gain(answers: Answers) -> pl.DataFrame:
-    """Figure 1 (left): has_answer (%) of each LLM without passages and with the top-k.
+    """Figure 1 (left): correct answers (%) of each LLM without passages and with the top-k.
 
     Returns columns dataset, llm, none, topk, gain (= topk - none, in points) and k (the largest
     number of passages given in the top-k context), one row per (dataset, llm) in input order.
@@ -129,8 +130,8 @@ def topk_gain(answers: Answers) -> pl.DataFrame:
     for dataset, llm in answers:
         none = _context(answers, dataset, llm, "none")
         topk = _context(answers, dataset, llm, "topk")
-        p_none = has_answer_pct(none, name=f"{dataset}/{llm}/none")
-        p_topk = has_answer_pct(topk, none["qid"], f"{dataset}/{llm}/topk")
+        p_none = correct_pct(none, name=f"{dataset}/{llm}/none")
+        p_topk = correct_pct(topk, none["qid"], f"{dataset}/{llm}/topk")
         k = topk["pids"].list.len().max() if topk.height else 0
         rows.append((dataset, llm, p_none, p_topk, p_topk - p_none, int(k or 0)))
     schema = {
@@ -145,12 +146,12 @@ def topk_gain(answers: Answers) -> pl.DataFrame:
 
 
 def transfer_matrix(answers: Answers, llms: Sequence[str], dataset: str, candidates: str) -> pl.DataFrame:
-    """Gold-set transfer (Figures 1 right, 2 and 8): has_answer (%) of each LLM with each gold set.
+    """Gold-set transfer (Figures 1 right, 2 and 8): correct answers (%) of each LLM with each gold set.
 
     Rows are whose passages are given (column ``gold_from``: each LLM, then ``"Human"`` = the
     human-annotated passages), columns are the answering LLMs. Cell (row r, column c) is LLM c
-    answering with r's gold set from ``candidates``: the diagonal is c's own ``gold_{X}`` context,
-    off-diagonal cells are c's ``gold_{X}_from_{r}`` context, the Human row is c's ``human`` context.
+    answering with r's gold set from ``candidates``: cells are c's ``gold_{X}_from_{r}`` context (the
+    diagonal: c's own gold set), the Human row is c's ``human`` context.
     """
     _check_candidates(candidates)
     data: dict[str, list[float]] = {}
@@ -159,11 +160,9 @@ def transfer_matrix(answers: Answers, llms: Sequence[str], dataset: str, candida
         for row in [*llms, HUMAN]:
             if row == HUMAN:
                 context = "human"
-            elif row == col:
-                context = f"gold_{candidates}"
             else:
-                context = f"gold_{candidates}_from_{row}"
-            values.append(has_answer_pct(_context(answers, dataset, col, context), name=f"{dataset}/{col}/{context}"))
+                context = f"gold_{candidates}_from_{row}"  # row == col: the LLM's own gold set
+            values.append(correct_pct(_context(answers, dataset, col, context), name=f"{dataset}/{col}/{context}"))
         data[col] = values
     return pl.DataFrame({TRANSFER_INDEX: [*llms, HUMAN], **data}, schema_overrides={c: pl.Float64 for c in llms})
 
@@ -226,3 +225,20 @@ def matrices_long(matrices: Mapping[str, pl.DataFrame], value: str) -> pl.DataFr
     if not frames:
         return pl.DataFrame(schema={"dataset": pl.String, "row": pl.String, "column": pl.String, value: pl.Float64})
     return pl.concat(frames)
+
+
+def empty_answers(answers: Answers) -> pl.DataFrame:
+    """Per (dataset, llm, context): calls, empty outputs and their share in percent.
+
+    A model that says nothing scores 0 everywhere; this table makes that visible beside Table 1.
+    """
+    rows = [
+        (dataset, llm, context, frame.height, int((frame["output"].str.strip_chars() == "").sum()))
+        for (dataset, llm), contexts in answers.items()
+        for context, frame in contexts.items()
+    ]
+    schema = {"dataset": pl.String, "llm": pl.String, "context": pl.String, "calls": pl.Int64, "empty": pl.Int64}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return frame.with_columns(
+        empty_pct=pl.when(pl.col("calls") > 0).then(100.0 * pl.col("empty") / pl.col("calls")).otherwise(None)
+    )

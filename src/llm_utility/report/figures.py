@@ -3,7 +3,7 @@
 Figures are built on ``matplotlib.figure.Figure`` rather than pyplot: saving renders PNG through Agg
 and PDF through the pdf backend without a display, and importing this module never switches the
 caller's backend (a notebook keeps its own). Each figure is saved as PNG and PDF atomically. Styling comes from a
-small dict (the workflow's config), merged over ``DEFAULT_STYLE`` in ``resolve_style``.
+dict: the workflow's validated ``figures`` config, whose defaults live in ``config/schema.yaml``.
 """
 
 from __future__ import annotations
@@ -22,26 +22,20 @@ from matplotlib.figure import Figure
 
 from ..io import atomic_path
 
-DEFAULT_STYLE: dict[str, Any] = {
-    "dpi": 200,  # PNG resolution
-    "cmap": "Blues",  # heatmaps
-    "font_size": 9,
-    "figure_width": None,  # inches for the whole figure; None = panel_width x panels per row
-    "panel_width": 3.8,  # inches per panel
-    "panel_height": 3.4,
-    "ncols": 3,  # panels per row
-    "bar_colors": ["#bdbdbd", "#2171b5"],  # Figure 1 left: no passages, top-k
-    "labels": {},  # display names for LLM and dataset slugs, e.g. {"llama31-8b": "Llama3.1-8B"}
-}
+def resolve_style(style: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated ``figures`` section of the config (every key, defaults filled by the schema:
+    ``llm_utility.workflow.schema_defaults("figures")`` gives them outside the workflow)."""
+    from ..workflow import schema_defaults
 
-
-def resolve_style(style: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``DEFAULT_STYLE`` updated with ``style``'s non-null entries; unknown keys are an error."""
-    style = dict(style or {})
-    unknown = sorted(set(style) - set(DEFAULT_STYLE))
+    known = schema_defaults("figures")
+    style = dict(style)
+    unknown = sorted(set(style) - set(known))
     if unknown:
-        raise ValueError(f"unknown figure style key(s) {unknown}; known: {sorted(DEFAULT_STYLE)}")
-    return {**DEFAULT_STYLE, **{k: v for k, v in style.items() if v is not None}}
+        raise ValueError(f"unknown figure style key(s) {unknown}; known: {sorted(known)}")
+    missing = sorted(set(known) - set(style))
+    if missing:
+        raise ValueError(f"figure style is missing {missing}: pass the validated config's `figures` section")
+    return style
 
 
 def save_figure(fig: Figure, png: str | os.PathLike, pdf: str | os.PathLike, dpi: int) -> None:
@@ -76,10 +70,10 @@ def plot_topk(
     df: pl.DataFrame,
     png: str | os.PathLike,
     pdf: str | os.PathLike,
-    style: Mapping[str, Any] | None = None,
+    style: Mapping[str, Any],
     title: str | None = None,
 ) -> None:
-    """Figure 1 (left): per dataset panel, bars of has_answer (%) per LLM without passages and with the top-k.
+    """Figure 1 (left): per dataset panel, bars of correct answers (%) per LLM without passages and with the top-k.
 
     ``df`` is ``analysis.topk_gain``'s frame; the top-k bar is annotated with its value and the gain.
     """
@@ -106,7 +100,7 @@ def plot_topk(
             top = max([*part["none"].to_list(), *part["topk"].to_list(), 1.0])
             ax.set_ylim(0, top * 1.22)  # room for the two-line labels
             ax.set_xticks(x, [_label(s, n) for n in part["llm"]], rotation=25, ha="right", rotation_mode="anchor")
-            ax.set_ylabel("has_answer (%)")
+            ax.set_ylabel("correct (%)")
             ax.set_title(_label(s, dataset))
             ax.spines[["top", "right"]].set_visible(False)
         # One legend for all panels, outside them: inside, it collides with the value labels.
@@ -151,7 +145,7 @@ def _plot_matrices(
     png: str | os.PathLike,
     pdf: str | os.PathLike,
     title: str | None,
-    style: Mapping[str, Any] | None,
+    style: Mapping[str, Any],
     fmt: str,
     axis_labels: Sequence[str],
     colorbar_label: str,
@@ -175,23 +169,96 @@ def plot_transfer(
     matrices: Mapping[str, pl.DataFrame],
     png: str | os.PathLike,
     pdf: str | os.PathLike,
+    style: Mapping[str, Any],
     title: str | None = None,
-    style: Mapping[str, Any] | None = None,
 ) -> None:
     """Figures 1 (right), 2 and 8: one heatmap per dataset of ``analysis.transfer_matrix`` frames.
 
-    Rows: whose gold set; columns: the answering LLM; cells: has_answer (%). The best gold set for
+    Rows: whose gold set; columns: the answering LLM; cells: correct answers (%). The best gold set for
     each answering LLM (column maximum) is printed in bold.
     """
-    _plot_matrices(matrices, png, pdf, title, style, ".1f", ("Answering LLM", "Gold set of"), "has_answer (%)", True)
+    _plot_matrices(matrices, png, pdf, title, style, ".1f", ("Answering LLM", "Gold set of"), "correct (%)", True)
 
 
 def plot_overlap(
     matrices: Mapping[str, pl.DataFrame],
     png: str | os.PathLike,
     pdf: str | os.PathLike,
+    style: Mapping[str, Any],
     title: str | None = None,
-    style: Mapping[str, Any] | None = None,
 ) -> None:
     """Figure 3: one heatmap per dataset of ``analysis.gold_overlap`` frames (passages shared per query)."""
     _plot_matrices(matrices, png, pdf, title, style, ".2f", ("", ""), "avg. overlapping passages", False)
+
+
+def plot_selection_transfer(
+    matrices: Mapping[str, pl.DataFrame],
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+    style: Mapping[str, Any],
+    title: str | None = None,
+) -> None:
+    """Figure 9: one heatmap per dataset of ``judgments.selection_transfer`` frames: rows = whose
+    selections, columns = the answering LLM, cells = correct answers (%); column maximum in bold."""
+    _plot_matrices(matrices, png, pdf, title, style, ".1f", ("Answering LLM", "Selections of"), "correct (%)", True)
+
+
+def plot_perplexity(
+    ppl: pl.DataFrame,
+    human: pl.DataFrame,
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+    style: Mapping[str, Any],
+    title: str | None = None,
+) -> None:
+    """Figure 4: per dataset, top: mean perplexity of human passages in (G) and out of (H) each LLM's
+    gold set, alone and after the query (``judgments.perplexity_summary``); bottom: correct answers
+    (%) with the human passages on unknown and known queries (``judgments.known_split`` rows of the
+    ``human`` source)."""
+    s = resolve_style(style)
+    datasets = ppl["dataset"].unique(maintain_order=True).to_list() or human["dataset"].unique(maintain_order=True).to_list()
+    if not datasets:
+        raise ValueError("nothing to plot")
+    colors = s["bar_colors"]
+    with matplotlib.rc_context({"font.size": s["font_size"]}):
+        width = s["figure_width"] or s["panel_width"] * len(datasets)
+        fig = Figure(figsize=(width, 2 * s["panel_height"]), layout="constrained")
+        axes = fig.subplots(2, len(datasets), squeeze=False)
+        for j, dataset in enumerate(datasets):
+            top, bottom = axes[0][j], axes[1][j]
+            part = ppl.filter(pl.col("dataset") == dataset)
+            llms = part["llm"].unique(maintain_order=True).to_list()
+            x = np.arange(len(llms))
+            bars = [("H", "ppl_passage", "H: passage"), ("G", "ppl_passage", "G: passage"),
+                    ("H", "ppl_query_passage", "H: query+passage"), ("G", "ppl_query_passage", "G: query+passage")]
+            w = 0.8 / len(bars)
+            for b, (which, column, label) in enumerate(bars):
+                values = [
+                    (part.filter((pl.col("llm") == llm) & (pl.col("passages") == which))[column].to_list() or [None])[0]
+                    for llm in llms
+                ]
+                heights = [np.nan if v is None else v for v in values]
+                top.bar(x - 0.4 + w * (b + 0.5), heights, w, label=label, color=colors[b % len(colors)],
+                        alpha=1.0 if which == "G" else 0.55, hatch="" if column == "ppl_passage" else "//")
+            top.set_xticks(x, [_label(s, n) for n in llms], rotation=25, ha="right", rotation_mode="anchor")
+            top.set_ylabel("perplexity")
+            top.set_title(_label(s, dataset))
+            top.spines[["top", "right"]].set_visible(False)
+            part_h = human.filter(pl.col("dataset") == dataset)
+            llms_h = part_h["llm"].unique(maintain_order=True).to_list()
+            xh = np.arange(len(llms_h))
+            for b, column in enumerate(("unknown", "known")):
+                values = [(part_h.filter(pl.col("llm") == llm)[column].to_list() or [None])[0] for llm in llms_h]
+                heights = [np.nan if v is None else v for v in values]
+                bar = bottom.bar(xh - 0.2 + 0.4 * b, heights, 0.4, label="Unk" if column == "unknown" else "Known",
+                                 color=colors[b % len(colors)])
+                bottom.bar_label(bar, fmt="%.1f", padding=2, fontsize=s["font_size"] - 1)
+            bottom.set_xticks(xh, [_label(s, n) for n in llms_h], rotation=25, ha="right", rotation_mode="anchor")
+            bottom.set_ylabel("correct with human passages (%)")
+            bottom.set_ylim(0, 115)
+            bottom.spines[["top", "right"]].set_visible(False)
+        fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside upper center", ncols=4, frameon=False)
+        fig.legend(*axes[1][0].get_legend_handles_labels(), loc="outside lower center", ncols=2, frameon=False)
+        if title:
+            fig.suptitle(title, fontsize=s["font_size"] + 2)
+        save_figure(fig, png, pdf, s["dpi"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import polars as pl
@@ -44,14 +44,14 @@ def write_csv(df: pl.DataFrame, path: str | os.PathLike) -> None:
 def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFrame]:
     """Table 1's wide layout: one frame of formatted cells per dataset, rows = LLM.
 
-    A cell reads ``"70.46 (3.0)"`` (has_answer, then the average set size where there is one). The
-    best has_answer of each row (all of them on a tie at the printed precision) is bold: ``**..**``
+    A cell reads ``"70.46 (3.0)"`` (percent correct, then the average set size where there is one). The
+    best value of each row (all of them on a tie at the printed precision) is bold: ``**..**``
     for ``markup="md"``, ``\\textbf{..}`` for ``"tex"``, nothing for ``"plain"``.
     """
     bold = {"md": "**{}**", "tex": r"\textbf{{{}}}", "plain": "{}"}[markup]
     shown = df.with_columns(
-        value=pl.col("has_answer").round(2),
-        best=pl.col("has_answer").round(2) == pl.col("has_answer").round(2).max().over("dataset", "llm"),
+        value=pl.col("correct").round(2),
+        best=pl.col("correct").round(2) == pl.col("correct").round(2).max().over("dataset", "llm"),
     )
     blocks: dict[str, pd.DataFrame] = {}
     for (dataset,), part in shown.group_by("dataset", maintain_order=True):
@@ -108,9 +108,9 @@ def write_transfer_csv(
 ) -> None:
     """Write transfer matrices (``analysis.transfer_matrix``, keyed by dataset) as one tidy CSV.
 
-    Columns: dataset, [candidates,] gold_from (whose gold set), llm (the answering LLM), has_answer (%).
+    Columns: dataset, [candidates,] gold_from (whose gold set), llm (the answering LLM), correct (%).
     """
-    long = matrices_long(matrices, "has_answer").rename({"row": "gold_from", "column": "llm"})
+    long = matrices_long(matrices, "correct").rename({"row": "gold_from", "column": "llm"})
     if candidates is not None:
         long = long.select("dataset", pl.lit(candidates).alias("candidates"), pl.exclude("dataset"))
     write_csv(long, path)
@@ -122,3 +122,85 @@ def write_overlap_csv(matrices: Mapping[str, pl.DataFrame], path: str | os.PathL
     Columns: dataset, set_a, set_b, avg_overlap (passages per query; set_a == set_b gives the size).
     """
     write_csv(matrices_long(matrices, "avg_overlap").rename({"row": "set_a", "column": "set_b"}), path)
+
+
+def markdown(df: pl.DataFrame, floatfmt: str = ".2f") -> str:
+    """A tidy frame as one Markdown table (nulls shown as ``n/a``)."""
+    frame = df.to_pandas()
+    # tabulate's missingval applies to None only, not to the NaN pandas turns nulls into.
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_markdown(index=False, floatfmt=floatfmt, missingval="n/a") + "\n"
+
+
+def write_simple_table(df: pl.DataFrame, csv_path: str | os.PathLike, md_path: str | os.PathLike) -> None:
+    """Write a tidy frame as CSV and as one Markdown table."""
+    write_csv(df, csv_path)
+    write_text(markdown(df), md_path)
+
+
+def grouped_blocks(
+    df: pl.DataFrame,
+    *,
+    group: str,
+    index: Sequence[str],
+    across: str,
+    values: Sequence[tuple[str, str, str]],
+    markup: str = "md",
+) -> dict[str, pd.DataFrame]:
+    """Wide layout of a tidy frame: one block of formatted cells per ``group`` value (e.g. an LLM),
+    rows = the ``index`` columns (e.g. method), columns = each value column for each value of
+    ``across`` (e.g. ``F1 NQ``, ``F1 HotpotQA``, then ``Acc NQ``...).
+
+    ``values`` lists (column, header, best) with best "max", "min" or "": the best cell of each
+    column of a block (all of them on a tie at two decimals) is bold, as the paper marks the best
+    method per LLM. Nulls print as ``-``.
+    """
+    bold = {"md": "**{}**", "tex": r"\textbf{{{}}}", "plain": "{}"}[markup]
+    blocks: dict[str, pd.DataFrame] = {}
+    for (name,), part in df.group_by(group, maintain_order=True):
+        cells: dict[tuple, dict[str, str]] = {}
+        for column, header, best in values:
+            for (key,), sub in part.group_by(across, maintain_order=True):
+                shown = sub[column].round(2)
+                target = None
+                if best and shown.drop_nulls().len():
+                    target = shown.max() if best == "max" else shown.min()
+                for row, value in zip(sub.select(index).iter_rows(), shown.to_list()):
+                    text = "-" if value is None else f"{value:.2f}"
+                    if value is not None and target is not None and value == target and sub.height > 1:
+                        text = bold.format(text)
+                    cells.setdefault(row, {})[f"{header} {key}"] = text
+        frame = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
+        frame.index = pd.MultiIndex.from_tuples(frame.index, names=list(index)) if len(index) > 1 else [r[0] for r in frame.index]
+        blocks[str(name)] = frame
+    return blocks
+
+
+def write_grouped_table(
+    df: pl.DataFrame,
+    csv_path: str | os.PathLike,
+    md_path: str | os.PathLike,
+    tex_path: str | os.PathLike,
+    *,
+    title: str,
+    note: str = "",
+    **layout,
+) -> None:
+    """Write a tidy frame as CSV, and as Markdown and LaTeX in the ``grouped_blocks`` layout."""
+    write_csv(df, csv_path)
+    parts = [f"## {title}\n"] + ([f"{note}\n"] if note else [])
+    for name, block in grouped_blocks(df, markup="md", **layout).items():
+        md = block.to_markdown(colalign=["left"] * (block.index.nlevels) + ["right"] * block.shape[1], disable_numparse=True)
+        parts.append(f"### {name}\n\n{md}\n")
+    if df.is_empty():
+        parts.append("(no rows: nothing configured for this table)\n")
+    write_text("\n".join(parts), md_path)
+    tex_blocks = {latex_escape(k): v for k, v in grouped_blocks(df, markup="tex", **layout).items()}
+    if not tex_blocks:
+        write_text(f"% {title}: no rows\n", tex_path)
+        return
+    wide = pd.concat(tex_blocks)
+    wide.columns = [latex_escape(c) for c in wide.columns]
+    wide.index = wide.index.map(lambda idx: tuple(latex_escape(str(i)) for i in (idx if isinstance(idx, tuple) else (idx,))))
+    tex = wide.style.to_latex(hrules=True, clines="skip-last;data", multirow_align="t", column_format="l" * wide.index.nlevels + "r" * wide.shape[1])
+    write_text(f"% {title}\n" + re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex), tex_path)

@@ -1,0 +1,141 @@
+"""Utility judgments (paper Section 3.3): an LLM judging which candidates of C have utility for it.
+
+Selection methods (Tables 2, 3, 5, 8) and the verbalized ranking methods (Table 4) are generations
+with judgment prompts; likelihood and attention rankings are scorings (``method.rankings``). Every
+method is a fixed recipe named in config (``judgments.methods``, ``rankings.methods``):
+
+    pointwise            one passage at a time, Yes/No
+    listwise             all candidates numbered [1]..[k], the model lists the ones it selects
+    ..._pa               with the pseudo-answer: the model's own answer given C (its ``topk`` answer)
+    ..._pat              with the pseudo-answer generated with thinking on (``topk_think``)
+    ..._think            judged with thinking on (models with a thinking switch only)
+    ..._reject           the known-rejection instruction added (Appendix E)
+
+Prompt rendering is deterministic, so the store serves every repeated judgment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .prompts import Passage, render_passages
+
+
+@dataclass(frozen=True)
+class JudgmentMethod:
+    """One verbalized judgment recipe."""
+
+    name: str
+    form: str  # "pointwise" | "listwise" (selection) | "rank" (listwise ranking)
+    pseudo_answer: str | None = None  # None | "direct" (topk) | "thinking" (topk_think)
+    thinking: bool = False  # judge with thinking on
+    reject_known: bool = False
+
+    @property
+    def pseudo_context(self) -> str | None:
+        """The answer context the pseudo-answer comes from."""
+        return {None: None, "direct": "topk", "thinking": "topk_think"}[self.pseudo_answer]
+
+
+def _selection_methods() -> dict[str, JudgmentMethod]:
+    methods = {}
+    for form in ("pointwise", "listwise"):
+        for suffix, pa, think in [
+            ("", None, False),
+            ("_pa", "direct", False),
+            ("_think", None, True),
+            ("_pa_think", "direct", True),
+            ("_pat_think", "thinking", True),
+        ]:
+            name = form + suffix
+            methods[name] = JudgmentMethod(name, form, pa, think)
+    for name, pa in [("listwise_reject", None), ("listwise_pa_reject", "direct")]:
+        methods[name] = JudgmentMethod(name, "listwise", pa, False, True)
+    return methods
+
+
+SELECTION_METHODS: dict[str, JudgmentMethod] = _selection_methods()
+# Verbalized listwise ranking (Eq. 5); the rankings' own names are listwise and listwise_pa.
+VERBAL_RANKING_METHODS: dict[str, JudgmentMethod] = {
+    "listwise": JudgmentMethod("listwise", "rank"),
+    "listwise_pa": JudgmentMethod("listwise_pa", "rank", "direct"),
+}
+
+
+def selection_method(name: str) -> JudgmentMethod:
+    """The selection method called ``name``; an unknown name stops with the list of valid ones."""
+    try:
+        return SELECTION_METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown judgment method {name!r}; valid: {', '.join(SELECTION_METHODS)}") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prompts
+
+
+def _clean(text: str) -> str:
+    """Drop the lines an absent optional part (no pseudo-answer, no known-rejection) left empty."""
+    return "\n".join(line for line in text.split("\n") if line.strip())
+
+
+def _parts(prompts: Mapping, method: JudgmentMethod, pseudo_answer: str | None) -> dict[str, str]:
+    wording = prompts["judgment"]
+    if method.pseudo_answer and pseudo_answer is None:
+        raise ValueError(f"method {method.name} needs a pseudo-answer")
+    return {
+        "definition": wording["definition"],
+        "pseudo_answer": wording["pseudo_answer"].format(answer=pseudo_answer) if method.pseudo_answer else "",
+        "reject_known": wording["reject_known"] if method.reject_known else "",
+    }
+
+
+def pointwise_prompt(
+    prompts: Mapping, method: JudgmentMethod, question: str, passage: Passage, pseudo_answer: str | None = None
+) -> str:
+    """The Yes/No instruction for one candidate (Eq. 3), as one user turn."""
+    text = prompts["judgment"]["pointwise"].format(
+        question=question, passage=render_passages(prompts, [passage]), **_parts(prompts, method, pseudo_answer)
+    )
+    return _clean(text)
+
+
+def listwise_messages(
+    prompts: Mapping,
+    method: JudgmentMethod,
+    question: str,
+    passages: Sequence[Passage],
+    pseudo_answer: str | None = None,
+) -> list[dict[str, str]]:
+    """RankGPT-style chat turns for a listwise selection (Eq. 4) or ranking (Eq. 5): the task, each
+    passage in its own user turn acknowledged by the assistant, then the final instruction."""
+    w = prompts["judgment"]["listwise"]
+    final = w["rank"] if method.form == "rank" else w["select"]
+    messages = [
+        {"role": "user", "content": w["system"]},
+        {"role": "assistant", "content": w["system_ack"]},
+        {"role": "user", "content": w["intro"].format(num=len(passages), question=question)},
+        {"role": "assistant", "content": w["intro_ack"]},
+    ]
+    for i, passage in enumerate(passages, start=1):
+        messages.append({"role": "user", "content": w["passage"].format(i=i, passage=render_passages(prompts, [passage]))})
+        messages.append({"role": "assistant", "content": w["passage_ack"].format(i=i)})
+    content = final.format(question=question, num=len(passages), **_parts(prompts, method, pseudo_answer))
+    messages.append({"role": "user", "content": _clean(content)})
+    return messages
+
+
+_CUES = {"pointwise": "pointwise", "listwise": "select", "rank": "rank"}
+
+
+def render_judgment(prompts: Mapping, method: JudgmentMethod, generator, content: str | list[dict[str, str]]) -> str:
+    """The model's prompt string for a judgment: for a chat model, the turns through its chat
+    template; for a completion model, the user turns as one block followed by the completion cue."""
+    chat = generator.prompt_format == "chat"
+    cue = prompts["judgment"]["completion_cue"][_CUES[method.form]]
+    if isinstance(content, str):
+        return generator.render(content) if chat else f"{content}\n{cue}"
+    if chat:
+        return generator.render_chat(content)
+    return "\n".join(m["content"] for m in content if m["role"] == "user") + f"\n{cue}"

@@ -1,0 +1,266 @@
+"""Jobs of the report stage: each table and figure from the files its rule declares.
+
+Inputs come keyed (``llm_utility.workflow.keyed_inputs``): ``answers`` maps (dataset, llm, context)
+to an answers file, ``gold`` maps (dataset, llm, candidates) to a gold set, ``queries`` maps a dataset
+to its queries. Datasets and LLMs appear in the order of the keys.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from ..io import QUERIES_SCHEMA, read_table
+from ..method.gold import GOLD_SCHEMA
+
+_log = logging.getLogger("llm_utility")
+
+
+def read_answers(answers: Mapping[tuple[str, str, str], str]) -> dict[tuple[str, str], dict[str, pl.DataFrame]]:
+    """{(dataset, llm): {context: answers}} from keyed answer files."""
+    out: dict[tuple[str, str], dict[str, pl.DataFrame]] = {}
+    for (dataset, llm, context), path in answers.items():
+        out.setdefault((dataset, llm), {})[context] = read_table(path)
+    return out
+
+
+def read_gold(gold: Mapping[tuple[str, str, str], str]) -> dict[tuple[str, str, str], pl.DataFrame]:
+    return {key: read_table(path, GOLD_SCHEMA) for key, path in gold.items()}
+
+
+def read_queries(queries: Mapping[str, str]) -> dict[str, pl.DataFrame]:
+    return {d: read_table(path, QUERIES_SCHEMA) for d, path in queries.items()}
+
+
+def _unique(values) -> list:
+    return list(dict.fromkeys(values))
+
+
+def table1_job(*, answers, gold, queries, csv: str, md: str, tex: str) -> None:
+    """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM."""
+    from ..report.analysis import table1
+    from ..report.tables import write_table1
+
+    write_table1(table1(read_answers(answers), read_gold(gold), read_queries(queries)), csv, md, tex)
+
+
+def empty_answers_job(*, answers, csv: str, md: str, log=_log) -> None:
+    """Share of empty outputs per (dataset, LLM, context), beside Table 1."""
+    from ..report.analysis import empty_answers
+    from ..report.tables import write_simple_table
+
+    table = empty_answers(read_answers(answers))
+    write_simple_table(table, csv, md)
+    worst = table.sort("empty_pct", descending=True).head(1)
+    if worst.height:
+        log.info("most empty outputs: %s", worst.to_dicts()[0])
+
+
+def topk_figure_job(*, answers, style: Mapping[str, Any], png: str, pdf: str) -> None:
+    """Figure 1 left: percent correct without passages and with the same top-k, per LLM."""
+    from ..report.analysis import topk_gain
+    from ..report.figures import plot_topk
+
+    plot_topk(topk_gain(read_answers(answers)), png, pdf, style=style)
+
+
+def transfer_figure_job(*, answers, llms, candidates: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+    """Transfer heatmaps (Figures 1 right, 2, 8): rows = whose gold set, columns = answering LLM."""
+    from ..report.analysis import transfer_matrix
+    from ..report.figures import plot_transfer
+    from ..report.tables import write_transfer_csv
+
+    frames = read_answers(answers)
+    datasets = _unique(d for d, _ in frames)
+    matrices = {d: transfer_matrix(frames, llms, d, candidates) for d in datasets}
+    plot_transfer(matrices, png, pdf, title=f"Gold utilitarian passages ({candidates} candidates) across LLMs", style=style)
+    write_transfer_csv(matrices, csv, candidates=candidates)
+
+
+def overlap_figure_job(*, gold, queries, llms, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+    """Figure 3: average overlap between LLMs' gold sets (U) and with the human passages."""
+    from ..report.analysis import gold_overlap
+    from ..report.figures import plot_overlap
+    from ..report.tables import write_overlap_csv
+
+    gold_sets, q = read_gold(gold), read_queries(queries)
+    matrices = {d: gold_overlap(gold_sets, q, llms, d, "U") for d in q}
+    plot_overlap(matrices, png, pdf, title="Average overlap of gold utilitarian passages (U)", style=style)
+    write_overlap_csv(matrices, csv)
+
+
+# --- the judgment benchmark ----------------------------------------------------------------------
+
+
+def _read_keyed(files: Mapping[Any, str]) -> dict[Any, pl.DataFrame]:
+    return {key: read_table(path) for key, path in files.items()}
+
+
+def _read_known(known: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], pl.DataFrame]:
+    return {key: read_table(path).select("qid", "known") for key, path in known.items()}
+
+
+_SELECTION_VALUES = [("f1", "F1", "max"), ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed", "unparsed %", "")]
+
+
+def table2_job(*, judgments, gold, csv: str, md: str, tex: str) -> None:
+    """Table 2: utility selection per method, LLM and dataset: F1 on queries whose gold set (C) is
+    not empty, Accuracy (nothing selected) on those where it is empty, and the unparsed share."""
+    from ..report.judgments import selection_scores
+    from ..report.tables import write_grouped_table
+
+    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    write_grouped_table(
+        scores, csv, md, tex, title="Table 2: utility-based selection (F1 / Accuracy, %)",
+        note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
+        "Acc: share of empty-gold queries where nothing was selected; unparsed: share of queries whose output did not parse.",
+        group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
+    )
+
+
+def table3_job(*, answers, known, csv: str, md: str, tex: str) -> None:
+    """Table 3: RAG with the LLM's own selections vs the top-k, on its unknown and known queries."""
+    from ..report.judgments import known_split
+    from ..report.tables import write_grouped_table
+
+    split = known_split(_read_keyed(answers), _read_known(known), baseline="topk")
+    write_grouped_table(
+        split, csv, md, tex, title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
+        note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
+        "Over the judged queries.",
+        group="llm", index=["source"], across="dataset", values=[("unknown", "Unk", "max"), ("known", "Known", "max")],
+    )
+
+
+def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str) -> None:
+    """Table 4: NDCG@k and Recall@k of each utility ranking against the LLM's gold set (C)."""
+    from ..report.judgments import ranking_scores
+    from ..report.tables import write_grouped_table
+
+    scores = ranking_scores(_read_keyed(rankings), _read_keyed(gold), k)
+    write_grouped_table(
+        scores, csv, md, tex, title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
+        note="Over the judged queries whose gold set G(C) is not empty; unparsed: verbalized rankings that did not "
+        "parse (kept in retrieval order).",
+        group="llm", index=["method"], across="dataset",
+        values=[("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", "")],
+    )
+
+
+def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "") -> None:
+    """Table 5: selection F1 with thinking on and off, for the models that have a thinking switch."""
+    from ..report.judgments import selection_scores
+    from ..report.tables import write_grouped_table
+
+    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    write_grouped_table(
+        scores, csv, md, tex, title="Table 5: thinking in utility judgments (F1, %)",
+        note=note or "(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
+        group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
+    )
+
+
+def table7_job(*, answers, known, csv: str, md: str, tex: str) -> None:
+    """Table 7: RAG with the top passages of each utility ranking, on unknown and known queries."""
+    from ..report.judgments import known_split
+    from ..report.tables import write_grouped_table
+
+    split = known_split(_read_keyed(answers), _read_known(known), baseline="topk")
+    write_grouped_table(
+        split, csv, md, tex, title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
+        note="Over the judged queries.",
+        group="llm", index=["source"], across="dataset", values=[("unknown", "Unk", "max"), ("known", "Known", "max")],
+    )
+
+
+def table8_job(*, judgments, gold, csv: str, md: str, tex: str) -> None:
+    """Table 8: listwise selection with pseudo-answer, without / with the known-rejection instruction:
+    precision, recall, F1, and the average number of passages selected on each side."""
+    from ..report.judgments import selection_scores
+    from ..report.tables import write_grouped_table
+
+    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    write_grouped_table(
+        scores, csv, md, tex, title="Table 8: known-rejection (listwise with pseudo-answer)",
+        note="P/R/F1 over queries whose gold set is not empty; count: average passages selected on queries whose "
+        "gold set is not empty / empty.",
+        group="dataset", index=["llm", "method"], across="dataset",
+        values=[("precision", "P", "max"), ("recall", "R", "max"), ("f1", "F1", "max"),
+                ("avg_selected_nonempty", "count (gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
+                ("accuracy_empty", "Acc (empty gold)", "max")],
+    )
+
+
+def figure9_job(*, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+    """Figure 9: each LLM answering with each LLM's selections (one heatmap per dataset)."""
+    from ..report.analysis import matrices_long
+    from ..report.figures import plot_selection_transfer
+    from ..report.judgments import selection_transfer
+    from ..report.tables import write_csv
+
+    frames = _read_keyed(answers)
+    datasets = _unique(d for d, _, _ in frames)
+    matrices = {d: selection_transfer(frames, llms, d, method) for d in datasets}
+    plot_selection_transfer(matrices, png, pdf, style, title=f"RAG with the utility selections ({method}) of each LLM")
+    write_csv(matrices_long(matrices, "correct").rename({"row": "selected_from", "column": "llm"}), csv)
+
+
+def figure4_job(*, perplexity, answers, known, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+    """Figure 4: perplexity of human passages in and out of each LLM's gold set (top) and RAG with
+    the human passages on unknown and known queries (bottom)."""
+    from ..report.figures import plot_perplexity
+    from ..report.judgments import known_split, perplexity_summary
+    from ..report.tables import write_csv
+
+    ppl = perplexity_summary(_read_keyed(perplexity))
+    human = known_split(_read_keyed(answers), _read_known(known), baseline="none").filter(pl.col("source") == "human")
+    plot_perplexity(ppl, human, png, pdf, style, title="Perplexity of human passages (top); RAG with them (bottom)")
+    write_csv(ppl, csv)
+
+
+def external_runs_job(*, runs, qrels, queries, k: int, csv: str, md: str, log=_log) -> None:
+    """Score every TREC run a user dropped in (``resources/runs/<dataset>/<name>.trec``) against
+    every LLM's gold set (its U qrels) and against the human passages, with NDCG@k and Recall@k.
+
+    Gold sets judge only the pool U, so each row also says what share of the run's top-k was judged,
+    and gives the condensed-list scores (unjudged passages dropped before cutting at k), as pooled
+    IR evaluations do. ``runs`` maps (dataset, name) to a run file, ``qrels`` (dataset, llm) to a
+    qrels file, ``queries`` a dataset to its queries.
+    """
+    from ..data.trec import read_qrels, read_run
+    from ..metrics import ranking_metrics
+    from ..report.tables import write_simple_table
+
+    q = read_queries(queries)
+    rows = []
+    for (dataset, name), path in runs.items():
+        run = read_run(path)
+        judges: dict[str, tuple[dict[str, list[str]] | None, dict[str, set[str]]]] = {
+            llm: read_qrels(qpath) for (d, llm), qpath in qrels.items() if d == dataset
+        }
+        human = {qid: set(h) for qid, h in q[dataset].select("qid", "human_pids").iter_rows()}
+        judges["Human"] = (None, human)
+        for judge, (judged, relevant) in judges.items():
+            qids = [qid for qid in relevant if qid in run] if judged is not None else [qid for qid in human if qid in run]
+            ranked = {qid: run[qid] for qid in qids}
+            full = ranking_metrics(ranked, {qid: relevant.get(qid, set()) for qid in qids}, k=k)
+            row = {"dataset": dataset, "run": name, "judge": judge, "queries": len(qids),
+                   f"ndcg@{k}": 100 * full["ndcg"], f"recall@{k}": 100 * full["recall"]}
+            if judged is not None:
+                pools = {qid: set(judged.get(qid, ())) for qid in qids}
+                shares = [sum(p in pools[qid] for p in ranked[qid][:k]) / max(1, min(k, len(ranked[qid]))) for qid in qids]
+                condensed = {qid: [p for p in ranked[qid] if p in pools[qid]] for qid in qids}
+                cond = ranking_metrics(condensed, {qid: relevant.get(qid, set()) for qid in qids}, k=k)
+                row |= {f"judged@{k}": 100 * sum(shares) / max(1, len(shares)),
+                        f"ndcg@{k}_condensed": 100 * cond["ndcg"], f"recall@{k}_condensed": 100 * cond["recall"]}
+            rows.append(row)
+        log.info("%s/%s: scored against %d judges", dataset, name, len(judges))
+    columns = ["dataset", "run", "judge", "queries", f"ndcg@{k}", f"recall@{k}", f"judged@{k}", f"ndcg@{k}_condensed", f"recall@{k}_condensed"]
+    table = pl.DataFrame(rows, schema_overrides={c: pl.Float64 for c in columns[4:]}) if rows else pl.DataFrame(schema={c: pl.String for c in columns[:3]} | {"queries": pl.Int64} | {c: pl.Float64 for c in columns[4:]})
+    for column in columns:
+        if column not in table.columns:
+            table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
+    write_simple_table(table.select(columns), csv, md)

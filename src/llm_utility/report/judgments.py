@@ -1,0 +1,152 @@
+"""The judgment benchmark's analyses as tidy polars frames (paper Tables 2, 3, 4, 5, 7, 8, Figures 4
+and 9). Inputs are the workflow's tables, already read and keyed by (dataset, llm[, method]).
+
+Every judgment and ranking is evaluated against the LLM's own gold set among C (``gold_C``), on the
+queries that were judged (all, or the first ``judgments.max_queries``). Known queries are those the
+LLM answers correctly without passages (``known.parquet``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from ..metrics import ranking_metrics, set_metrics
+from .analysis import correct_pct
+
+Keyed = Mapping[tuple[str, ...], pl.DataFrame]
+
+
+def _gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:
+    """qid -> gold pids, for exactly ``qids`` (an empty set where the gold set is empty)."""
+    out: dict[str, set[str]] = {q: set() for q in qids}
+    for qid, pid in gold.select("qid", "pid").iter_rows():
+        if qid in out:
+            out[qid].add(pid)
+    return out
+
+
+def selection_scores(judgments: Keyed, gold_C: Keyed) -> pl.DataFrame:
+    """Table 2 (and 5, 8) in tidy form: one row per (dataset, llm, method) with ``metrics.set_metrics``'
+    keys (in percent where a share) and the share of queries whose output did not parse."""
+    rows = []
+    for (dataset, llm, method), table in judgments.items():
+        qids = table["qid"].unique(maintain_order=True).to_list()
+        selected = {
+            qid: set(g["pid"].to_list())
+            for (qid,), g in table.filter(pl.col("selected")).group_by("qid", maintain_order=True)
+        }
+        m = set_metrics(selected, _gold_of(gold_C[(dataset, llm)], qids))
+        unparsed = table.group_by("qid").agg(pl.col("parsed").all())["parsed"].not_().mean()
+        rows.append(
+            {
+                "dataset": dataset,
+                "llm": llm,
+                "method": method,
+                **{k: 100 * m[k] for k in ("precision", "recall", "f1", "f1_per_query", "accuracy_empty")},
+                **{k: m[k] for k in ("n_nonempty", "n_empty", "avg_selected_nonempty", "avg_selected_empty")},
+                "unparsed": 100 * float(unparsed or 0.0),
+            }
+        )
+    return pl.DataFrame(rows, schema=_SELECTION_SCHEMA, orient="row") if rows else pl.DataFrame(schema=_SELECTION_SCHEMA)
+
+
+_SELECTION_SCHEMA = {
+    "dataset": pl.String,
+    "llm": pl.String,
+    "method": pl.String,
+    "precision": pl.Float64,
+    "recall": pl.Float64,
+    "f1": pl.Float64,
+    "f1_per_query": pl.Float64,
+    "accuracy_empty": pl.Float64,
+    "n_nonempty": pl.Int64,
+    "n_empty": pl.Int64,
+    "avg_selected_nonempty": pl.Float64,
+    "avg_selected_empty": pl.Float64,
+    "unparsed": pl.Float64,
+}
+
+
+def ranking_scores(rankings: Keyed, gold_C: Keyed, k: int) -> pl.DataFrame:
+    """Table 4 in tidy form: NDCG@k and Recall@k (percent) per (dataset, llm, method) through
+    ``metrics.ranking_metrics``, with the share of queries whose ranking output did not parse."""
+    rows = []
+    for (dataset, llm, method), table in rankings.items():
+        ordered = table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid"))
+        ranked = dict(ordered.iter_rows())
+        m = ranking_metrics(ranked, _gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
+        unparsed = table.group_by("qid").agg(pl.col("parsed").all())["parsed"].not_().mean()
+        rows.append((dataset, llm, method, 100 * m["ndcg"], 100 * m["recall"], 100 * float(unparsed or 0.0)))
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String, "ndcg": pl.Float64, "recall": pl.Float64, "unparsed": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def known_split(answers: Keyed, known: Keyed, baseline: str = "topk") -> pl.DataFrame:
+    """Tables 3 and 7: percent correct per (dataset, llm, context) on the LLM's unknown and known
+    queries, over the queries the context answered (the judged ones), with the ``baseline`` context
+    on the same queries.
+
+    ``answers`` maps (dataset, llm, context) to answers; ``known`` maps (dataset, llm) to the known flags.
+    """
+    rows = []
+    for (dataset, llm, context), frame in answers.items():
+        if context == baseline:
+            continue
+        flags = known[(dataset, llm)]
+        qids = frame["qid"]
+        for name, data in [(context, frame), (baseline, answers[(dataset, llm, baseline)].filter(pl.col("qid").is_in(qids.to_list())))]:
+            joined = data.join(flags, on="qid", how="inner")
+            unknown = joined.filter(~pl.col("known"))
+            known_q = joined.filter(pl.col("known"))
+            rows.append(
+                (dataset, llm, context, name, correct_pct(unknown), correct_pct(known_q), unknown.height, known_q.height)
+            )
+    schema = {
+        "dataset": pl.String,
+        "llm": pl.String,
+        "context": pl.String,
+        "source": pl.String,
+        "unknown": pl.Float64,
+        "known": pl.Float64,
+        "n_unknown": pl.Int64,
+        "n_known": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row").unique(["dataset", "llm", "source"], keep="first", maintain_order=True)
+
+
+def selection_transfer(answers: Keyed, llms: Sequence[str], dataset: str, method: str) -> pl.DataFrame:
+    """Figure 9: percent correct of each LLM (columns) answering with each LLM's (rows) selections
+    by ``method``; row ``selected_from``, one column per answering LLM."""
+    data = {}
+    for col in llms:
+        data[col] = [correct_pct(answers[(dataset, col, f"selected_{method}_from_{row}")]) for row in llms]
+    return pl.DataFrame({"selected_from": list(llms), **data}, schema_overrides={c: pl.Float64 for c in llms})
+
+
+def perplexity_summary(perplexities: Keyed) -> pl.DataFrame:
+    """Figure 4 (top): mean perplexity per (dataset, llm) of human passages in (G) and out of (H)
+    the LLM's gold set, alone and after the query, with how many passages each mean covers."""
+    rows = []
+    for (dataset, llm), table in perplexities.items():
+        for in_gold, part in [(True, table.filter(pl.col("in_gold"))), (False, table.filter(~pl.col("in_gold")))]:
+            rows.append(
+                (
+                    dataset,
+                    llm,
+                    "G" if in_gold else "H",
+                    part["ppl_passage"].mean() if part.height else None,
+                    part["ppl_query_passage"].mean() if part.height else None,
+                    part.height,
+                )
+            )
+    schema = {
+        "dataset": pl.String,
+        "llm": pl.String,
+        "passages": pl.String,
+        "ppl_passage": pl.Float64,
+        "ppl_query_passage": pl.Float64,
+        "n": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")

@@ -1,0 +1,40 @@
+"""Rule judge: one LLM's verbalized utility judgments of every candidate of C with one selection
+method (pointwise or listwise; with pseudo-answer, known-rejection or thinking as the name says).
+
+By hand:  python workflow/scripts/judge.py dataset=wf-single llm=smollm2-135m method=listwise_pa
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("judge")
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
+from llm_utility.generation.store import job_name  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
+
+with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
+    from llm_utility.pipeline import judge_job
+
+    judge_job(
+        method=snakemake.wildcards.method,
+        dataset=snakemake.wildcards.dataset,
+        queries=snakemake.input.queries,
+        candidates=snakemake.input.candidates,
+        manifest=snakemake.input.manifest,
+        prompts=snakemake.input.prompts,
+        pseudo_answers=snakemake.input.get("pseudo_answers"),
+        spec=snakemake.params.spec,
+        max_new_tokens=snakemake.params.max_new_tokens,
+        max_queries=snakemake.params.max_queries,
+        store=store_root(snakemake.config, snakemake.wildcards.llm),
+        job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
+        output=snakemake.output.judgments,
+        max_passage_tokens=snakemake.params.spec["max_passage_tokens"],
+        threads=snakemake.threads,
+        log=log,
+    )

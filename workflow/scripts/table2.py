@@ -1,0 +1,24 @@
+"""Rule table2: paper Table 2, utility-based selection (CSV, Markdown, LaTeX).
+
+By hand:  python workflow/scripts/table2.py
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("table2")
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.pipeline import table2_job  # noqa: E402
+from llm_utility.workflow import keyed_inputs  # noqa: E402
+
+table2_job(
+    judgments=keyed_inputs(snakemake.input, "judgments"),
+    gold=keyed_inputs(snakemake.input, "gold"),
+    csv=snakemake.output.csv,
+    md=snakemake.output.md,
+    tex=snakemake.output.tex,
+)

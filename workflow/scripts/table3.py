@@ -1,0 +1,24 @@
+"""Rule table3: paper Table 3, RAG with the LLMs' own selections on unknown and known queries.
+
+By hand:  python workflow/scripts/table3.py
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("table3")
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.pipeline import table3_job  # noqa: E402
+from llm_utility.workflow import keyed_inputs  # noqa: E402
+
+table3_job(
+    answers=keyed_inputs(snakemake.input, "answers"),
+    known=keyed_inputs(snakemake.input, "known"),
+    csv=snakemake.output.csv,
+    md=snakemake.output.md,
+    tex=snakemake.output.tex,
+)
