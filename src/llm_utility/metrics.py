@@ -116,3 +116,128 @@ def retrieval_quality(queries, retrieved: Mapping[str, Sequence[str]], texts: Ma
     return pl.DataFrame(
         rows, schema={"qid": pl.String, "answer_recall": pl.Float64, "human_recall": pl.Float64}, orient="row"
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Set and ranking metrics of utility judgments (paper Tables 2, 4 and 8; DESIGN.md "Method facts").
+# ``selected``/``rankings`` and ``gold`` map a qid to pids; the queries are always gold's keys.
+
+from collections.abc import Collection, Mapping  # noqa: E402
+
+
+def _mean(values) -> float:
+    """Mean of ``values``; NaN (not an exception) over zero values."""
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def set_metrics_per_query(selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]]):
+    """Per-query set metrics of a selection against the gold sets, in gold's query order.
+
+    Returns a polars DataFrame with one row per query of ``gold``: qid, n_gold, n_selected,
+    precision, recall, f1 (null when the gold set is empty; precision and F1 are 0 when nothing is
+    selected) and correct_empty (null when the gold set is not empty; 1.0 when nothing was selected,
+    else 0.0). A query missing from ``selected`` selected nothing; queries only in ``selected`` are
+    ignored; repeated pids count once.
+    """
+    import polars as pl
+
+    rows = []
+    for qid, gold_pids in gold.items():
+        g, s = set(gold_pids), set(selected.get(qid, ()))
+        if g:
+            hits = len(g & s)
+            p = hits / len(s) if s else 0.0
+            r = hits / len(g)
+            f1 = 2 * p * r / (p + r) if p + r > 0 else 0.0
+            rows.append((qid, len(g), len(s), p, r, f1, None))
+        else:
+            rows.append((qid, 0, len(s), None, None, None, float(not s)))
+    schema = {
+        "qid": pl.String,
+        "n_gold": pl.Int64,
+        "n_selected": pl.Int64,
+        "precision": pl.Float64,
+        "recall": pl.Float64,
+        "f1": pl.Float64,
+        "correct_empty": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def set_metrics(selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]]) -> dict:
+    """Selection quality against the gold sets, the paper's way (Tables 2 and 8).
+
+    On queries with a non-empty gold set: ``precision`` and ``recall`` are per-query values averaged
+    (precision is 0 when nothing is selected), ``f1`` is the harmonic mean of those two averages (the
+    paper's convention; 0 when both are 0) and ``f1_per_query`` the mean of per-query F1. On queries
+    with an empty gold set: ``accuracy_empty`` is the share where nothing was selected.
+    ``n_nonempty``/``n_empty`` count the two sides and ``avg_selected_nonempty``/``avg_selected_empty``
+    are the mean number of passages selected on each. A mean over zero queries is NaN.
+    """
+    per_query = set_metrics_per_query(selected, gold)
+    nonempty = per_query.filter(per_query["n_gold"] > 0)
+    empty = per_query.filter(per_query["n_gold"] == 0)
+    precision = _mean(nonempty["precision"])
+    recall = _mean(nonempty["recall"])
+    if precision != precision or recall != recall:  # NaN: no non-empty gold set
+        f1 = float("nan")
+    else:
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "f1_per_query": _mean(nonempty["f1"]),
+        "accuracy_empty": _mean(empty["correct_empty"]),
+        "n_nonempty": nonempty.height,
+        "n_empty": empty.height,
+        "avg_selected_nonempty": _mean(nonempty["n_selected"]),
+        "avg_selected_empty": _mean(empty["n_selected"]),
+    }
+
+
+def ranking_metrics_per_query(
+    rankings: Mapping[str, Sequence[str]], gold: Mapping[str, Collection[str]], k: int = 5
+):
+    """Per-query NDCG@k and Recall@k of rankings, gold as binary relevance, through trec_eval.
+
+    Only queries with a non-empty gold set get a row (in gold's order); a query missing from
+    ``rankings`` (or ranking nothing) scores 0. A ranking's repeated pids count at their first place.
+    trec_eval orders documents by score and breaks ties by document id, never by input order, so the
+    rank order becomes strictly decreasing integer scores. Returns a polars DataFrame (qid, ndcg,
+    recall).
+    """
+    import ir_measures
+    import polars as pl
+    from ir_measures import R, nDCG
+
+    if k < 1:
+        raise ValueError(f"ranking metrics need a cutoff k >= 1, got {k}")
+    qrels, run = {}, {}
+    for qid, gold_pids in gold.items():
+        if len(gold_pids) == 0:
+            continue
+        qrels[str(qid)] = {str(p): 1 for p in gold_pids}
+        ranked = list(dict.fromkeys(str(p) for p in rankings.get(qid, ())))
+        if ranked:
+            run[str(qid)] = {pid: float(len(ranked) - i) for i, pid in enumerate(ranked)}
+    ndcg_at, recall_at = nDCG @ k, R @ k
+    values: dict[tuple[str, object], float] = {}
+    if run:
+        # The pytrec_eval provider (trec_eval's C code) explicitly, whatever else ir-measures finds.
+        for m in ir_measures.pytrec_eval.iter_calc([ndcg_at, recall_at], qrels, run):
+            values[(m.query_id, m.measure)] = float(m.value)
+    rows = [(q, values.get((q, ndcg_at), 0.0), values.get((q, recall_at), 0.0)) for q in qrels]
+    return pl.DataFrame(rows, schema={"qid": pl.String, "ndcg": pl.Float64, "recall": pl.Float64}, orient="row")
+
+
+def ranking_metrics(rankings: Mapping[str, Sequence[str]], gold: Mapping[str, Collection[str]], k: int = 5) -> dict:
+    """NDCG@k and Recall@k (keys ``ndcg``, ``recall``) averaged over queries with a non-empty gold set.
+
+    ``rankings`` maps qid to pids in rank order; identifiers a method left out must already be
+    appended in retrieval order. NaN when no query has a non-empty gold set.
+    See ``ranking_metrics_per_query``.
+    """
+    per_query = ranking_metrics_per_query(rankings, gold, k)
+    return {"ndcg": _mean(per_query["ndcg"]), "recall": _mean(per_query["recall"])}
