@@ -15,7 +15,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 sys.path.insert(0, _SRC)
 
 from llm_utility.method.answers import CANDIDATE_CONTEXTS  # noqa: E402
-from llm_utility.method.judgments import SELECTION_METHODS, selection_method  # noqa: E402
+from llm_utility.method.judgments import (
+    SELECTION_METHODS,
+    selection_method,
+)  # noqa: E402
 from llm_utility.method.rankings import RANKING_METHODS  # noqa: E402
 from llm_utility.workflow import check_config, figure1_dataset, input_key  # noqa: E402
 
@@ -172,7 +175,9 @@ def gold_contexts(candidates):
 def gold_tables(candidates):
     """Every LLM's gold set among ``candidates`` (pattern in {dataset}), named by its context."""
     return {
-        f"gold_{candidates}_from_{source}": fill(GOLD, llm=source, candidates=candidates)
+        f"gold_{candidates}_from_{source}": fill(
+            GOLD, llm=source, candidates=candidates
+        )
         for source in LLMS
     }
 
@@ -184,7 +189,9 @@ def gold_tables(candidates):
 def answers_inputs(datasets, contexts_of):
     """Keyed answer files: ``contexts_of(llm)`` lists the contexts read for each LLM."""
     return {
-        input_key("answers", d, llm, ctx): fill(ANSWERS, dataset=d, llm=llm, context=ctx)
+        input_key("answers", d, llm, ctx): fill(
+            ANSWERS, dataset=d, llm=llm, context=ctx
+        )
         for d in datasets
         for llm in LLMS
         for ctx in contexts_of(llm)
@@ -202,6 +209,21 @@ def gold_inputs(datasets, candidates=("C", "U")):
 
 def queries_inputs(datasets):
     return {input_key("queries", d): fill(QUERIES, dataset=d) for d in datasets}
+
+
+# --- inputs of the transfer figures -----------------------------------------------------------
+# Figure 1 right (one dataset, U candidates), Figure 2 (every dataset, U), Figure 8 (every dataset, C).
+TRANSFER_FIGURES = {
+    "fig1_right_transfer": {"candidates": "U", "datasets": [figure1_dataset(config)]},
+    "fig2_transfer_U": {"candidates": "U", "datasets": DATASETS},
+    "fig8_transfer_C": {"candidates": "C", "datasets": DATASETS},
+}
+
+
+def transfer_inputs(wildcards):
+    spec = TRANSFER_FIGURES[wildcards.figure]
+    contexts = ["human"] + gold_contexts(spec["candidates"])
+    return answers_inputs(spec["datasets"], lambda llm: contexts)
 
 
 # --- final targets --------------------------------------------------------------------------------
@@ -256,7 +278,8 @@ def can_think(llm):
 
 def judgment_methods_of(dataset, llm):
     """The selection methods judged for (dataset, llm): Table 2's, the RAG ones, and the thinking
-    ones where the model has a thinking switch and the dataset is one of thinking_datasets."""
+    ones where the model has a thinking switch and the dataset is one of thinking_datasets.
+    """
     methods = list(dict.fromkeys(JUDGE["methods"] + JUDGE["rag_methods"]))
     thinking_datasets = JUDGE["thinking_datasets"] or DATASETS
     if can_think(llm) and dataset in thinking_datasets:
@@ -301,7 +324,9 @@ def thinking_answer_spec(wildcards):
 
 def selected_contexts():
     """RAG with selections: every rag method's selections of every LLM (an LLM's own: from itself)."""
-    return [f"selected_{m}_from_{source}" for m in JUDGE["rag_methods"] for source in LLMS]
+    return [
+        f"selected_{m}_from_{source}" for m in JUDGE["rag_methods"] for source in LLMS
+    ]
 
 
 def selection_tables():
@@ -371,7 +396,10 @@ def table5_methods(dataset, llm):
     """Table 5: the thinking methods and their counterparts without thinking."""
     if not can_think(llm) or dataset not in (JUDGE["thinking_datasets"] or DATASETS):
         return []
-    base = {m.replace("_pat_think", "_pa").replace("_think", "") for m in JUDGE["thinking_methods"]}
+    base = {
+        m.replace("_pat_think", "_pa").replace("_think", "")
+        for m in JUDGE["thinking_methods"]
+    }
     return [m for m in SELECTION_METHODS if m in base] + list(JUDGE["thinking_methods"])
 
 
@@ -380,8 +408,12 @@ def table5_inputs():
     for d in DATASETS:
         for llm in thinking_llms():
             for m in table5_methods(d, llm):
-                inputs[input_key("judgments", d, llm, m)] = fill(JUDGMENTS, dataset=d, llm=llm, method=m)
-                inputs[input_key("gold", d, llm)] = fill(GOLD, dataset=d, llm=llm, candidates="C")
+                inputs[input_key("judgments", d, llm, m)] = fill(
+                    JUDGMENTS, dataset=d, llm=llm, method=m
+                )
+                inputs[input_key("gold", d, llm)] = fill(
+                    GOLD, dataset=d, llm=llm, candidates="C"
+                )
     return inputs
 
 

@@ -65,11 +65,11 @@ rule answer_candidates:
 # per (dataset, LLM, candidate set) covers Table 1's G(C) and the transfer matrices.
 use rule answer_candidates as answer_gold_C with:
     input:
+        **gold_tables("C"),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
-        **gold_tables("C"),
     output:
         **answers_named(gold_contexts("C")),
     log:
@@ -80,11 +80,11 @@ use rule answer_candidates as answer_gold_C with:
 
 use rule answer_candidates as answer_gold_U with:
     input:
+        **gold_tables("U"),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
-        **gold_tables("U"),
     output:
         **answers_named(gold_contexts("U")),
     log:

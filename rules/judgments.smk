@@ -55,11 +55,11 @@ rule judge:
 # its own; Figure 9: the others'). An empty selection is the no-passage call, served by the store.
 use rule answer_candidates as answer_selected with:
     input:
+        **selection_tables(),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
-        **selection_tables(),
     output:
         **answers_named(selected_contexts()),
     log:
@@ -118,11 +118,11 @@ rule rank:
 # RAG with the top passages of the LLM's own rankings (Table 7).
 use rule answer_candidates as answer_reranked with:
     input:
+        **reranked_tables(),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
-        **reranked_tables(),
     output:
         **answers_named(reranked_contexts()),
     log:

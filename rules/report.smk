@@ -38,7 +38,8 @@ rule empty_answers:
     input:
         **answers_inputs(
             DATASETS,
-            lambda llm: list(CANDIDATE_CONTEXTS) + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
+            lambda llm: list(CANDIDATE_CONTEXTS)
+            + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
         ),
     output:
         csv=f"{TABLES}/empty_answers.csv",
@@ -69,20 +70,6 @@ rule figure_topk:
         style=config["figures"],
     script:
         "../workflow/scripts/figure_topk.py"
-
-
-# Figure 1 right (one dataset, U candidates), Figure 2 (every dataset, U), Figure 8 (every dataset, C).
-TRANSFER_FIGURES = {
-    "fig1_right_transfer": {"candidates": "U", "datasets": [figure1_dataset(config)]},
-    "fig2_transfer_U": {"candidates": "U", "datasets": DATASETS},
-    "fig8_transfer_C": {"candidates": "C", "datasets": DATASETS},
-}
-
-
-def transfer_inputs(wildcards):
-    spec = TRANSFER_FIGURES[wildcards.figure]
-    contexts = ["human"] + gold_contexts(spec["candidates"])
-    return answers_inputs(spec["datasets"], lambda llm: contexts)
 
 
 rule figure_transfer:
@@ -150,7 +137,9 @@ localrules:
 
 rule table2:
     input:
-        **keyed_per_llm("judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]),
+        **keyed_per_llm(
+            "judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]
+        ),
         **gold_C_inputs(),
     output:
         csv=f"{TABLES}/table2_selection.csv",
@@ -168,7 +157,8 @@ rule table3:
     input:
         **answers_inputs(
             DATASETS,
-            lambda llm: ["topk"] + [f"selected_{m}_from_{llm}" for m in JUDGE["rag_methods"]],
+            lambda llm: ["topk"]
+            + [f"selected_{m}_from_{llm}" for m in JUDGE["rag_methods"]],
         ),
         **known_inputs(),
     output:

@@ -81,7 +81,7 @@ class StandInGenerator(Generator):
         if "Select the passages" in prompt or "select the passages" in prompt:
             return ", ".join(f"[{i}]" for i in ids) or "None"
         if "Answer Yes or No" in prompt:
-            return "Yes" if "is the capital of" in prompt else "No"
+            return "Yes" if re.search(r"Passage: [^\n]*is the capital of", prompt) else "No"
         if "claim" in prompt.lower():
             return "SUPPORTS"
         found = re.search(r"([A-Z][a-z]+) is the capital of", prompt)

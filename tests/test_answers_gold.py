@@ -113,7 +113,7 @@ def test_load_prompts_errors(tmp_path):
     bad.write_text("passage: '{title}'\n")
     with pytest.raises(ValueError, match=r"prompts.yaml: prompt 'passage' must contain the placeholder \{text\}"):
         load_prompts(bad)
-    bad.write_text("passage: '{title} {text}'\nanswer: {qa: {}}\n")
+    bad.write_text("passage: '{title} {text}'\npassage_separator: ' '\nanswer: {qa: {}}\n")
     with pytest.raises(ValueError, match="missing prompt 'answer.qa.no_passages'"):
         load_prompts(bad)
 

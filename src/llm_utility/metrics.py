@@ -7,7 +7,7 @@ ranking metrics follow the paper's conventions (DESIGN.md, "Method facts").
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 
 import regex
@@ -121,9 +121,6 @@ def retrieval_quality(queries, retrieved: Mapping[str, Sequence[str]], texts: Ma
 # ---------------------------------------------------------------------------------------------------
 # Set and ranking metrics of utility judgments (paper Tables 2, 4 and 8; DESIGN.md "Method facts").
 # ``selected``/``rankings`` and ``gold`` map a qid to pids; the queries are always gold's keys.
-
-from collections.abc import Collection, Mapping  # noqa: E402
-
 
 def _mean(values) -> float:
     """Mean of ``values``; NaN (not an exception) over zero values."""

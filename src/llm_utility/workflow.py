@@ -146,7 +146,7 @@ def gpu_lock_dir(config: Mapping[str, Any]) -> Path:
 # Running a job's script by hand
 
 
-def mock_snakemake(rule: str, argv: Sequence[str] | None = None, root: str | os.PathLike = REPO) -> Any:
+def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | os.PathLike | None = None) -> Any:
     """The ``snakemake`` object a job of ``rule`` gets, built from the workflow itself.
 
     ``argv`` (default: the script's command line) holds the job's wildcards as ``name=value``,
@@ -156,9 +156,10 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, root: str | os.
         python workflow/scripts/table1.py
         python workflow/scripts/answer.py answer_gold dataset=wf-single llm=smollm2-135m candidates=U
 
-    Paths are the workflow's own: the working directory becomes ``root`` (where a real run works).
-    The job's inputs must exist (``snakemake <an input>`` makes them). Unlike a real run, nothing
-    checks the outputs afterwards.
+    Run it from the workflow's working directory (the repository root, as ``snakemake`` is): paths
+    are the workflow's own, relative to ``workdir`` (default: the current directory). The job's
+    inputs must exist (``snakemake <an input>`` makes them). Unlike a real run, nothing checks the
+    outputs afterwards.
     """
     from snakemake.api import SnakemakeApi
     from snakemake.dag import DAG
@@ -178,13 +179,13 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, root: str | os.
     if bad:
         raise SystemExit(f"expected wildcards as name=value, got {bad}")
     wildcards = dict(arg.split("=", 1) for arg in args)
-    root = Path(root).resolve()
+    root = Path(workdir or Path.cwd()).resolve()
     try:
         with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
             workflow_api = api.workflow(
                 resource_settings=ResourceSettings(cores=os.cpu_count() or 1),
                 config_settings=ConfigSettings(configfiles=configfiles),
-                snakefile=root / "Snakefile",
+                snakefile=REPO / "Snakefile",
                 workdir=root,
             )
             workflow = workflow_api._workflow

@@ -1,0 +1,320 @@
+"""Every ``pipeline.*_job`` of the answer, judgment and report stages, run in DAG order on tiny
+parquet fixtures with stand-in models (tests/standin.py): the fast tier's check that jobs read what
+their rules give them and write what the README says, without loading or dequantizing any model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import llm_utility.generation as generation
+from llm_utility import pipeline
+from llm_utility.generation.store import count_rows
+from llm_utility.workflow import with_defaults
+from standin import StandInGenerator, stand_in_manifest, write_tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+LLMS = ("std-a", "std-b")
+DATASET = "tiny"
+QUERIES = pl.DataFrame(
+    {
+        "qid": ["q1", "q2", "q3", "q4"],
+        "question": [
+            "What is the capital of Peru?",
+            "What is the capital of Chile?",
+            "Lima is the capital of Peru.",
+            "What is the capital of Bolivia?",
+        ],
+        "answers": [["Lima"], ["Santiago"], ["SUPPORTS"], ["Sucre"]],
+        "human_pids": [["h1"], ["p2"], ["p1"], []],
+        "task": ["qa", "qa", "fact", "qa"],
+    }
+)
+PASSAGES = pl.DataFrame(
+    [
+        ("p1", "Peru", "Lima is the capital of Peru."),
+        ("p2", "Chile", "Santiago is the capital of Chile."),
+        ("p3", "Peru economy", "Peru uses the sol."),
+        ("p4", "Andes", "The Andes run through Peru and Chile."),
+        ("h1", "Lima", "Lima lies on the coast; Lima is the capital of Peru."),
+    ],
+    schema=["pid", "title", "text"],
+    orient="row",
+)
+RUN = pl.DataFrame(
+    [(q, p, r, 1.0 / r) for q, ps in {"q1": ["p3", "p1", "p4"], "q2": ["p2", "p4", "p1"], "q3": ["p1", "p3", "p4"], "q4": ["p4", "p3", "p2"]}.items() for r, p in enumerate(ps, 1)],
+    schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32},
+    orient="row",
+)
+
+
+class StandInB(StandInGenerator):
+    """A second model that reads the last capital a prompt names, so the two LLMs disagree."""
+
+    def _answer(self, prompt: str) -> str:
+        import re
+
+        if "Answer Yes or No" in prompt or "passages" in prompt.lower() and "[1]" in prompt:
+            return super()._answer(prompt)
+        found = re.findall(r"([A-Z][a-z]+) is the capital of", prompt)
+        return found[-1] if found else "No idea"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The stages in DAG order, each job called as its script calls it; returns the paths."""
+    tmp = tmp_path_factory.mktemp("jobs")
+    mp = pytest.MonkeyPatch()
+    model_dir = write_tiny_model(tmp / "tiny-model")
+
+    def load(manifest, spec, threads=None):
+        data = json.loads(Path(manifest).read_text())
+        cls = StandInB if data["slug"] == "std-b" else StandInGenerator
+        return cls(data, spec)
+
+    mp.setattr(generation, "load_generator", load)
+    paths = {"tmp": tmp, "queries": tmp / "queries.parquet", "passages": tmp / "passages.parquet", "run": tmp / "run.parquet"}
+    QUERIES.write_parquet(paths["queries"])
+    PASSAGES.write_parquet(paths["passages"])
+    RUN.write_parquet(paths["run"])
+    prompts = str(REPO / "config" / "prompts.yaml")
+    spec = with_defaults("llms", {"backend": "transformers", "weights": {"path": str(model_dir)}, "prompt_format": "chat", "stop": ["\n"], "max_new_tokens": 16, "batch_size": 3})
+    judge_cfg, rank_cfg = with_defaults("judgments", {}), with_defaults("rankings", {})
+    cands = tmp / "candidates.parquet"
+    pipeline.candidates_job(queries=paths["queries"], run=paths["run"], passages=paths["passages"], top_k=3, output=cands)
+    paths["candidates"] = cands
+
+    def ans(llm, context):
+        return str(tmp / llm / "answers" / f"{context}.parquet")
+
+    def common(llm):
+        manifest = tmp / llm / "manifest.json"
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps(stand_in_manifest(model_dir, llm)))
+        return {"manifest": str(manifest), "spec": spec, "store": str(tmp / "store" / llm)}
+
+    stats = {}
+    for llm in LLMS:
+        c = common(llm)
+        stats[llm] = pipeline.answer_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables={},
+            outputs={ctx: ans(llm, ctx) for ctx in ("none", "single", "topk", "union", "human")},
+            job="answer_candidates", **c,
+        )
+        pipeline.gold_job(
+            candidates=cands, none=ans(llm, "none"), single=ans(llm, "single"),
+            outputs={k: str(tmp / llm / f"{k}.parquet") for k in ("gold_C", "gold_U", "known")},
+        )
+    for llm in LLMS:
+        for cand in "CU":
+            tables = {f"gold_{cand}_from_{s}": str(tmp / s / f"gold_{cand}.parquet") for s in LLMS}
+            pipeline.answer_job(
+                dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables=tables,
+                outputs={ctx: ans(llm, ctx) for ctx in tables}, job=f"answer_gold_{cand}", **common(llm),
+            )
+        for method in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"):
+            m = method
+            pseudo = ans(llm, "topk") if "_pa" in m else None
+            form = "pointwise" if m.startswith("pointwise") else "listwise"
+            pipeline.judge_job(
+                method=m, dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts,
+                pseudo_answers=pseudo, max_new_tokens=judge_cfg[f"{form}_max_new_tokens"], max_queries=3,
+                job=f"judge-{m}", output=str(tmp / llm / "judgments" / f"{m}.parquet"), **common(llm),
+            )
+        for method in ("retriever", "listwise", "listwise_pa", "likelihood", "attention"):
+            extra = {} if method == "retriever" else {
+                **common(llm), "prompts": prompts, "rankings_cfg": rank_cfg, "job": f"rank-{method}",
+                "pseudo_answers": ans(llm, "topk") if method != "listwise" else None,
+            }
+            pipeline.rank_job(
+                method=method, dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3,
+                output=str(tmp / llm / "rankings" / f"{method}.parquet"), **extra,
+            )
+        pipeline.perplexity_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, gold_U=str(tmp / llm / "gold_U.parquet"),
+            job="perplexity", output=str(tmp / llm / "perplexity.parquet"), **{k: v for k, v in common(llm).items()},
+        )
+        for cand in "CU":
+            pipeline.qrels_job(gold=str(tmp / llm / f"gold_{cand}.parquet"), candidates=cands, pool=cand, output=str(tmp / llm / f"qrels_{cand}.txt"))
+    for llm in LLMS:
+        tables = {f"selected_{m}_from_{s}": str(tmp / s / "judgments" / f"{m}.parquet") for m in ("pointwise_pa", "listwise_pa") for s in LLMS}
+        tables |= {f"reranked_{m}_top2": str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("likelihood", "listwise_pa")}
+        stats[f"{llm}-derived"] = pipeline.answer_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables=tables,
+            outputs={ctx: ans(llm, ctx) for ctx in tables}, job="answer_selected", **common(llm),
+        )
+    paths["ans"], paths["stats"], paths["spec"] = ans, stats, spec
+    yield paths
+    mp.undo()
+
+
+def test_candidates_and_answers(run):
+    cands = pl.read_parquet(run["candidates"])
+    assert cands.columns == ["qid", "pid", "rank", "in_C", "human", "title", "text"]
+    assert cands.filter(pl.col("qid") == "q1")["pid"].to_list() == ["p3", "p1", "p4", "h1"]
+    none = pl.read_parquet(run["ans"]("std-a", "none"))
+    assert none.columns == ["qid", "pids", "output", "correct"] and none.height == 4
+    single = pl.read_parquet(run["ans"]("std-a", "single"))
+    assert single.height == 4 + 3 + 3 + 3  # U sizes: q1 has a human passage below top-3
+    # The stand-in answers after a leading newline ("\nLima\nmore"): the stop rule keeps "Lima".
+    topk = dict(pl.read_parquet(run["ans"]("std-a", "topk")).select("qid", "output").iter_rows())
+    assert topk["q1"] == "Lima" and topk["q3"] == "SUPPORTS"
+    assert dict(pl.read_parquet(run["ans"]("std-a", "topk")).select("qid", "correct").iter_rows())["q3"] is True
+
+
+def test_gold_sets_follow_eq1(run):
+    gold = pl.read_parquet(run["tmp"] / "std-a" / "gold_U.parquet")
+    assert set(gold.iter_rows()) >= {("q1", "p1"), ("q1", "h1"), ("q2", "p2")}
+    known = dict(pl.read_parquet(run["tmp"] / "std-a" / "known.parquet").iter_rows())
+    assert known == {"q1": False, "q2": False, "q3": True, "q4": False}  # the claim needs no passage
+    own = pl.read_parquet(run["ans"]("std-a", "gold_U_from_std-a"))
+    assert dict(own.select("qid", "correct").iter_rows())["q1"] is True
+
+
+def test_nothing_is_computed_twice_and_reruns_are_served(run):
+    # An empty gold set or selection is the no-passage call, a one-passage one a single call.
+    made = run["stats"]["std-a"]["generate"]["made"]
+    assert made == count_rows(run["tmp"] / "store" / "std-a", "generate") - _made_after_answers(run, "std-a")
+    # none + single + topk, and union/human only where they differ from what was already asked.
+    assert made < 4 + 13 + 4 + 4 + 4
+    again = pipeline.answer_job(
+        dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=str(REPO / "config/prompts.yaml"),
+        tables={}, outputs={"topk": str(run["tmp"] / "again.parquet")}, manifest=str(run["tmp"] / "std-a" / "manifest.json"),
+        spec=run["spec"], store=str(run["tmp"] / "store" / "std-a"), job="again",
+    )
+    assert again["generate"]["made"] == 0 and again["generate"]["served"] == 4
+
+
+def _made_after_answers(run, llm):
+    """Calls made by the jobs after answer_candidates (gold, judgments, rankings...), from the store."""
+    import sqlite3
+
+    total = 0
+    for shard in (run["tmp"] / "store" / llm).glob("*.sqlite"):
+        if shard.name.startswith("answer_candidates"):
+            continue
+        db = sqlite3.connect(shard)
+        total += db.execute("SELECT COUNT(*) FROM calls WHERE kind = 'generate'").fetchone()[0]
+        db.close()
+    return total
+
+
+def test_judgments(run):
+    for method in ("pointwise", "listwise_pa"):
+        table = pl.read_parquet(run["tmp"] / "std-a" / "judgments" / f"{method}.parquet")
+        assert table.columns == ["qid", "pid", "selected", "parsed", "output"]
+        assert table["qid"].unique().sort().to_list() == ["q1", "q2", "q3"]  # max_queries: the first 3
+        assert table.height == 9 and table["parsed"].all()
+        # The stand-in selects exactly the passages that name a capital.
+        chosen = set(table.filter(pl.col("selected")).select("qid", "pid").iter_rows())
+        assert chosen == {("q1", "p1"), ("q2", "p2"), ("q2", "p1"), ("q3", "p1")}
+
+
+def test_rankings(run):
+    for method in ("retriever", "listwise", "listwise_pa", "likelihood", "attention"):
+        table = pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{method}.parquet")
+        assert table.columns == ["qid", "pid", "rank", "score", "parsed"], method
+        assert table.height == 9 and sorted(table.filter(pl.col("qid") == "q1")["rank"].to_list()) == [1, 2, 3]
+    first = lambda m: pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{m}.parquet").filter((pl.col("qid") == "q1") & (pl.col("rank") == 1))["pid"].item()  # noqa: E731
+    assert first("retriever") == "p3"
+    assert first("listwise") == "p1"  # the stand-in ranks the passage naming a capital first
+    assert first("likelihood") == "p1"  # its pseudo-answer "Lima" occurs in that passage only
+
+
+def test_perplexity_and_qrels(run):
+    ppl = pl.read_parquet(run["tmp"] / "std-a" / "perplexity.parquet")
+    assert ppl.columns == ["qid", "pid", "in_gold", "ppl_passage", "ppl_query_passage"]
+    assert set(ppl.select("qid", "pid").iter_rows()) == {("q1", "h1"), ("q2", "p2")}  # queries with a gold set
+    assert (ppl["ppl_passage"] > 1).all()
+    qrels = (run["tmp"] / "std-a" / "qrels_U.txt").read_text().splitlines()
+    assert "q1 0 p1 1" in qrels and "q1 0 p3 0" in qrels and "q1 0 h1 1" in qrels
+    assert len(qrels) == 13  # every passage of U judged
+
+
+def test_derived_answers(run):
+    sel = pl.read_parquet(run["ans"]("std-a", "selected_listwise_pa_from_std-a"))
+    assert sel["qid"].to_list() == ["q1", "q2", "q3"]  # judged queries only
+    assert sel.filter(pl.col("qid") == "q1")["pids"].item().to_list() == ["p1"]
+    rr = pl.read_parquet(run["ans"]("std-a", "reranked_listwise_pa_top2"))
+    assert rr.filter(pl.col("qid") == "q1")["pids"].item().to_list()[0] == "p1"
+
+
+def test_report_jobs(run, tmp_path):
+    """Every report job reads keyed inputs and writes its files."""
+    from llm_utility.workflow import with_defaults
+
+    t, ans = run["tmp"], run["ans"]
+    style = with_defaults("figures", {"dpi": 50})
+    answers = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ("none", "topk", "union", "human", f"gold_C_from_{llm}", f"gold_U_from_{llm}")}
+    gold = {(DATASET, llm, c): str(t / llm / f"gold_{c}.parquet") for llm in LLMS for c in "CU"}
+    queries = {DATASET: str(run["queries"])}
+    out = lambda name: {k: str(tmp_path / f"{name}.{k}") for k in ("csv", "md", "tex")}  # noqa: E731
+    pipeline.table1_job(answers=answers, gold=gold, queries=queries, **out("t1"))
+    t1 = pl.read_csv(tmp_path / "t1.csv")
+    assert t1.height == 12 and set(t1["column"]) == {"None", "C", "U", "Human", "G(C)", "G(U)"}
+    pipeline.empty_answers_job(answers=answers, csv=str(tmp_path / "e.csv"), md=str(tmp_path / "e.md"))
+    assert pl.read_csv(tmp_path / "e.csv")["empty"].sum() == 0
+    judged = {(DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet") for llm in LLMS for m in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")}
+    gold_c = {(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}
+    known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
+    pipeline.table2_job(judgments=judged, gold=gold_c, **out("t2"))
+    t2 = pl.read_csv(tmp_path / "t2.csv")
+    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "unparsed"} <= set(t2.columns)
+    assert "**" in (tmp_path / "t2.md").read_text()
+    pipeline.table5_job(judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
+    assert "No configured LLM" in (tmp_path / "t5.md").read_text()
+    pipeline.table8_job(judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, **out("t8"))
+    ranked = {(DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet") for llm in LLMS for m in ("retriever", "listwise", "likelihood", "attention")}
+    pipeline.table4_job(rankings=ranked, gold=gold_c, k=2, **out("t4"))
+    t4 = pl.read_csv(tmp_path / "t4.csv")
+    assert t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item() >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
+    sel = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", f"selected_listwise_pa_from_{llm}"]}
+    pipeline.table3_job(answers=sel, known=known, **out("t3"))
+    t3 = pl.read_csv(tmp_path / "t3.csv")
+    assert set(t3["source"]) == {"topk", "selected_listwise_pa_from_std-a", "selected_listwise_pa_from_std-b"}
+    rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
+    pipeline.table7_job(answers=rer, known=known, **out("t7"))
+    fig = lambda name: {"png": str(tmp_path / f"{name}.png"), "pdf": str(tmp_path / f"{name}.pdf"), "csv": str(tmp_path / f"{name}.csv")}  # noqa: E731
+    transfer = {(DATASET, llm, f"selected_listwise_pa_from_{s}"): ans(llm, f"selected_listwise_pa_from_{s}") for llm in LLMS for s in LLMS}
+    pipeline.figure9_job(answers=transfer, llms=list(LLMS), method="listwise_pa", style=style, **fig("f9"))
+    assert pl.read_csv(tmp_path / "f9.csv").height == 4
+    ppl = {(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}
+    pipeline.figure4_job(perplexity=ppl, answers={k: v for k, v in answers.items() if k[2] in ("none", "human")}, known=known, style=style, **fig("f4"))
+    assert (tmp_path / "f4.png").read_bytes()[:4] == b"\x89PNG"
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    (runs_dir / "bm25.trec").write_text("q1 Q0 p1 1 3.0 bm25\nq1 Q0 zz 2 2.0 bm25\nq2 Q0 p2 1 1.0 bm25\n")
+    qrels = {(DATASET, llm): str(t / llm / "qrels_U.txt") for llm in LLMS}
+    pipeline.external_runs_job(runs={(DATASET, "bm25"): str(runs_dir / "bm25.trec")}, qrels=qrels, queries=queries, k=2, csv=str(tmp_path / "x.csv"), md=str(tmp_path / "x.md"))
+    ext = pl.read_csv(tmp_path / "x.csv")
+    assert set(ext["judge"]) == {"std-a", "std-b", "Human"}
+    row = ext.filter(pl.col("judge") == "std-a")
+    assert row["judged@2"].item() == pytest.approx(75.0)  # q1: 1 of 2 judged; q2: 1 of 1
+    assert row["ndcg@2_condensed"].item() >= row["ndcg@2"].item()
+
+
+def test_retrieval_jobs(run, tmp_path, monkeypatch):
+    """retrieve_job with a stand-in encoder over a real FAISS index, and the retrieval table."""
+    import llm_utility.retrieval.encoders as encoders
+    from llm_utility.retrieval.index import build_index
+
+    vectors = np.eye(5, dtype=np.float32)
+    np.save(tmp_path / "0.npy", vectors)
+    build_index([str(tmp_path / "0.npy")], str(tmp_path / "index.faiss"), index_factory="Flat")
+
+    class Encoder:
+        def encode_queries(self, texts):
+            return np.stack([vectors[i % 5] for i in range(len(texts))])
+
+    monkeypatch.setattr(encoders, "load_encoder", lambda spec: Encoder())
+    pipeline.retrieve_job(queries=run["queries"], passages=run["passages"], index=str(tmp_path / "index.faiss"), encoder_spec={"nprobe": None}, top_k=2, output=str(tmp_path / "run.parquet"))
+    got = pl.read_parquet(tmp_path / "run.parquet")
+    assert got.filter((pl.col("qid") == "q2") & (pl.col("rank") == 1))["pid"].item() == "p2"
+    pipeline.retrieval_table_job(queries={DATASET: str(run["queries"])}, candidates={DATASET: str(run["candidates"])}, top_k=3, csv=str(tmp_path / "r.csv"), md=str(tmp_path / "r.md"))
+    table = pl.read_csv(tmp_path / "r.csv")
+    assert table["answer_recall@3"].item() == pytest.approx(100 * 2 / 3, abs=0.01)  # q1, q2, not q4; q3 is a claim
