@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from llm_utility.io import atomic_path
-
 _log = logging.getLogger("llm_utility")
 
 # Where each kind of file is published, for the message a missing file gets (not defaults: hints).
@@ -37,6 +35,21 @@ WHERE_TO_GET = {
     "msmarco": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collection.tar.gz, member collection.tsv)",
     "dpr": "DPR's Wikipedia split, https://github.com/facebookresearch/DPR (psgs_w100.tsv.gz)",
     "local": "your own data (README, 'Bring your own data')",
+}
+
+
+# Which data files each source reads (config key -> kind of file, for the hints above).
+CORPUS_FILES = {
+    "local": {"path": "local"},
+    "dpr": {"file": "dpr"},
+    "msmarco": {"file": "msmarco"},
+    "kilt": {"file": "kilt-knowledge-source"},
+}
+DATASET_FILES = {
+    "local": {"queries": "local"},
+    "kilt": {"file": "kilt", "questions": "triviaqa-questions", "knowledge_source": "kilt-knowledge-source"},
+    "2wiki": {"file": "2wiki", "aliases": "2wiki"},
+    "msmarco-qa": {"file": "msmarco-qa"},
 }
 
 
@@ -130,6 +143,8 @@ def download(
         raise ValueError(f"download {url}: {e}; the partial file was removed, rerun to fetch it again") from None
     if not (sha256 or md5):
         log.warning("download %s: no checksum configured; got sha256 %s (pin it in config)", url, got)
+    from llm_utility.io import atomic_path
+
     with atomic_path(dest) as tmp:
         os.replace(part, tmp)
     log.info("downloaded %s to %s (%d bytes, sha256 %s)", url, dest, dest.stat().st_size, got)

@@ -223,3 +223,17 @@ def prepare_benchmark_queries_job(
     write_parquet(out, output)
     log.info("dataset %s: %d queries, %d with human passages", name, out.height, (out["human_pids"].list.len() > 0).sum())
     return out
+
+
+def prepare_queries_job(*, name: str, cfg: Mapping, inputs: Mapping[str, str], output: str, seed: int, log=_log) -> pl.DataFrame:
+    """Rule prepare_queries: worldfacts, a local JSONL, or a benchmark's loaded queries + mapped human passages."""
+    if cfg["source"] in ("worldfacts", "local"):
+        from .sources import prepare_queries
+
+        queries = prepare_queries(name, cfg, inputs["passages"], seed=seed, queries_path=inputs.get("queries"))
+        write_parquet(queries, output)
+        log.info("dataset %s: %d queries", name, queries.height)
+        return queries
+    return prepare_benchmark_queries_job(
+        name=name, queries=inputs["source"], human=inputs["human"], short_answers=inputs.get("short_answers"), output=output, log=log
+    )

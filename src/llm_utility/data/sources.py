@@ -18,18 +18,6 @@ from ..io import PASSAGES_SCHEMA, QUERIES_SCHEMA, conform
 from . import local, worldfacts
 from .files import normalize_spec
 
-CORPUS_FILE_SOURCES = ("dpr", "msmarco", "kilt")
-DATASET_FILE_SOURCES = ("kilt", "2wiki", "msmarco-qa")
-# Which data file each source reads (config key -> kind of file, for "where to get it" hints).
-CORPUS_FILES = {"local": {"path": "local"}, "dpr": {"file": "dpr"}, "msmarco": {"file": "msmarco"}, "kilt": {"file": "kilt-knowledge-source"}}
-DATASET_FILES = {
-    "local": {"queries": "local"},
-    "kilt": {"file": "kilt", "questions": "triviaqa-questions", "knowledge_source": "kilt-knowledge-source"},
-    "2wiki": {"file": "2wiki", "aliases": "2wiki"},
-    "msmarco-qa": {"file": "msmarco-qa"},
-}
-
-
 def member_of(cfg: Mapping, key: str) -> str | None:
     value = cfg.get(key)
     return None if value is None else normalize_spec(value).get("member")
