@@ -30,6 +30,14 @@ def test_paper_config_resolves_full_dag(repo):
     assert counts["answer_transfer"] == n_datasets * n_llms * (n_llms - 1)
     assert counts["encode_corpus_shard"] == 2 * 64  # two corpora, 64 GPU shards each
     assert counts["table1"] == 1 and counts["figure_transfer"] == 3
+    # Data: every publisher file is a download job (nothing is downloaded by a dry run): the KILT
+    # knowledge source, the MS MARCO collection, five task files and TriviaQA's questions, 2Wiki.
+    assert counts["download_data"] == 9
+    assert counts["chunk_corpus_shard"] == 64 and counts["corpus_spans"] == 1  # the KILT corpus, sharded
+    assert counts["prepare_corpus"] == 2
+    assert counts["load_queries"] == n_datasets and counts["map_human_passages"] == n_datasets
+    assert counts["extract_answers"] == 1  # MS MARCO-FQA's short answers
+    assert counts["table6"] == 1
 
 
 def test_paper_config_tags_gpu_jobs(repo):
