@@ -258,3 +258,60 @@ def test_file_specs_and_missing_message():
     assert files.local_path({"url": "https://h/a/dev_v2.1.json.gz?dl=1"}, "resources/data") == "resources/data/dev_v2.1.json.gz"
     msg = files.missing_message("resources/data/nq.jsonl", "datasets.nq.file", "kilt")
     assert "datasets.nq.file" in msg and "github.com/facebookresearch/KILT" in msg and "put it at 'resources/data/nq.jsonl'" in msg
+
+
+# --- the demo and bring-your-own sources through the same jobs ------------------------------------
+
+
+def test_local_and_worldfacts_jobs_read_their_declared_inputs(tmp_path):
+    tsv = tmp_path / "mine.tsv"
+    tsv.write_text("id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tLima is in Peru.\tLima\n")
+    qs = write_jsonl(tmp_path / "mine.jsonl", [{"id": "q", "question": "Capital of France?", "answers": ["Paris"], "human_pids": [" 1"]}])
+    out = tmp_path / "results"
+    cfg_corpus = {"source": "local", "path": "elsewhere/not-read.tsv"}  # the declared input wins
+    jobs.prepare_corpus_job(name="c", cfg=cfg_corpus, inputs={"file": str(tsv)}, output=str(out / "p.parquet"), seed=0)
+    cfg_ds = {"source": "local", "queries": "elsewhere/not-read.jsonl", "task": "qa", "limit": None}
+    q = jobs.prepare_queries_job(
+        name="d", cfg=cfg_ds, inputs={"passages": str(out / "p.parquet"), "queries": str(qs)}, output=str(out / "q.parquet"), seed=0
+    )
+    assert q.row(0) == ("q", "Capital of France?", ["Paris"], ["1"], "qa")
+    wf = {"source": "worldfacts", "n_cities": 0}
+    jobs.prepare_corpus_job(name="wf", cfg=wf, inputs={}, output=str(out / "wf.parquet"), seed=13)
+    wq = jobs.prepare_queries_job(
+        name="w", cfg={"source": "worldfacts", "flavour": "claim", "n_queries": 4, "limit": None},
+        inputs={"passages": str(out / "wf.parquet")}, output=str(out / "wq.parquet"), seed=13,
+    )
+    assert wq.height == 4 and set(wq["task"]) == {"fact"}
+
+
+def test_extract_answers_job_goes_through_the_store(tmp_path, monkeypatch, repo):
+    """MS MARCO-FQA extraction with a stand-in LLM: prompts from config/prompts.yaml, outputs cached."""
+    import llm_utility.generation as generation
+
+    class StandIn:
+        backend, fingerprint, slug, calls = "stand-in", "stand-in-1", "stand-in", 0
+
+        def render(self, text):
+            return text
+
+        def count_tokens(self, prompts):
+            return [len(p.split()) for p in prompts]
+
+        def generate(self, prompts, max_new_tokens, stop=()):
+            StandIn.calls += len(prompts)
+            # The last word of the long answer, or an extraction the long answer does not contain.
+            return [p.split("Long answer: ")[1].split("\n")[0].rstrip(".").split()[-1] if "London" in p else "Paris" for p in prompts]
+
+    monkeypatch.setattr(generation, "load_generator", lambda manifest, spec: StandIn())
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(MSMARCO_DEV))
+    q, _, _ = msmarco.load_msmarco_queries(path, query_types=["LOCATION", "NUMERIC"])
+    queries = tmp_path / "source.parquet"
+    q.write_parquet(queries)
+    spec = {"max_new_tokens": 16, "stop": ["\n"], "batch_size": 4}
+    kwargs = dict(queries=str(queries), manifest="unused", prompts=str(repo / "config" / "prompts.yaml"), spec=spec, store_path=str(tmp_path / "store.sqlite"))
+    table = jobs.extract_answers_job(**kwargs, output=str(tmp_path / "short.parquet"))
+    assert table.filter(pl.col("kept"))["short_answer"].to_list() == ["England"]
+    assert table.height == 3 and StandIn.calls == 3
+    jobs.extract_answers_job(**kwargs, output=str(tmp_path / "again.parquet"))
+    assert StandIn.calls == 3  # the rerun is served from the generation store
