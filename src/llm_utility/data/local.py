@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 TSV_HEADER = ["id", "text", "title"]
-_CHUNK_ROWS = 200_000  # rows per chunk: bounds the Python objects alive at once
+_CHUNK_ROWS = 50_000  # rows per chunk (and Parquet row group): bounds the Python objects alive at once
 _FIELD_LIMIT = 1 << 24  # csv's default 128 KiB field limit is too small for some long passages
 PASSAGES_ARROW = pa.schema([("pid", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
@@ -171,7 +171,7 @@ def write_corpus(chunks: Iterable[Chunk], out: str | os.PathLike, name: str) -> 
                 table = chunk.table()
                 writer.write_table(table, row_group_size=len(chunk))
                 ids.append(table.column("pid").combine_chunks())
-                lines.append(np.asarray(chunk.lines, dtype=np.int64))
+                lines.append(np.asarray(chunk.lines, dtype=np.int32))
         finally:
             writer.close()
         if not ids:
