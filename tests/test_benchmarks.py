@@ -315,3 +315,13 @@ def test_extract_answers_job_goes_through_the_store(tmp_path, monkeypatch, repo)
     assert table.height == 3 and StandIn.calls == 3
     jobs.extract_answers_job(**kwargs, output=str(tmp_path / "again.parquet"))
     assert StandIn.calls == 3  # the rerun is served from the generation store
+
+
+def test_a_page_twice_in_the_knowledge_source_is_an_error(tmp_path):
+    ks = write_knowledge_source(tmp_path / "ks.json", [SUPER_BOWL, COLDPLAY, SUPER_BOWL])
+    shard = str(tmp_path / "s0.parquet")
+    jobs.chunk_corpus_shard_job(knowledge_source=str(ks), shard=0, n_shards=1, words=10, output=shard)
+    out = tmp_path / "passages.parquet"
+    with pytest.raises(ValueError, match=r"duplicate passage ids \['45267196_0'\]"):
+        jobs.prepare_corpus_job(name="k", cfg={"source": "kilt"}, inputs={"shards": [shard]}, output=str(out), seed=0)
+    assert not out.exists()
