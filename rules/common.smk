@@ -122,27 +122,6 @@ def encoder_conda_env(wildcards):
     )
 
 
-# A user's own files are inputs (edits rerun what depends on them) once they exist; a missing one is
-# left out so the DAG still resolves (e.g. `snakemake -n` of config/paper.yaml before downloading),
-# and the job then stops with an error naming the config key.
-def local_corpus_file(wildcards):
-    cfg = config["corpora"][wildcards.corpus]
-    return (
-        [cfg["path"]]
-        if cfg["source"] == "local" and os.path.exists(cfg["path"])
-        else []
-    )
-
-
-def local_queries_file(wildcards):
-    cfg = dataset_cfg(wildcards)
-    return (
-        [cfg["queries"]]
-        if cfg["source"] == "local" and os.path.exists(cfg["queries"])
-        else []
-    )
-
-
 def embedding_shards(wildcards):
     n = config["retrievers"][wildcards.retriever]["shards"]
     return expand(
@@ -234,6 +213,7 @@ def all_targets():
             "retrieval",
             "table1_rag",
             "empty_answers",
+            "table6_datasets",
             "table2_selection",
             "table3_rag_selection",
             "table4_ranking",

@@ -17,7 +17,7 @@ DPR_SAMPLE = (
     '1\t"Aaron Aaron ( or ; ""Ahärôn"") is a prophet, high priest, and the brother of Moses"\tAaron\n'
     "2\tGod at Sinai granted Aaron the priesthood\tAaron\n"
     '3\tA "quoted" word inside an unquoted field\t"Title, with ""quotes"""\n'
-    '4\t"A field with a\ttab and a\nnewline"\tMultiline\n'
+    '4\t"A quoted field with a\ttab"\tTabbed\n'
     "5\tLast passage\t\n"
 )
 
@@ -38,7 +38,7 @@ def test_tsv_reads_dpr_quoting(tmp_path):
     rows = {pid: (title, text) for pid, title, text in df.iter_rows()}
     assert rows["1"] == ("Aaron", 'Aaron Aaron ( or ; "Ahärôn") is a prophet, high priest, and the brother of Moses')
     assert rows["3"] == ('Title, with "quotes"', 'A "quoted" word inside an unquoted field')
-    assert rows["4"] == ("Multiline", "A field with a\ttab and a\nnewline")
+    assert rows["4"] == ("Tabbed", "A quoted field with a\ttab")
     assert rows["5"] == ("", "Last passage")
 
 
@@ -70,8 +70,11 @@ def test_tsv_large_file_in_chunks(tmp_path, monkeypatch):
         ("id\ttext\ttitle\n1\ta\tT\n2\t  \tT\n", 3, "empty text"),
         ("id\ttext\ttitle\n1\ta\tT\n\tb\tT\n", 3, "empty id"),
         ("id\ttext\ttitle\n7\ta\tT\n8\tb\tT\n7\tc\tT\n", 4, "duplicate id '7' (first on line 2)"),
-        # A quoted field spanning two lines shifts the line numbers of what follows.
-        ('id\ttext\ttitle\n1\t"two\nlines"\tT\n1\tagain\tT\n', 4, "duplicate id '1' (first on line 2)"),
+        # One passage per line: a quoted field may not run onto the next line.
+        ('id\ttext\ttitle\n1\t"two\nlines"\tT\n1\tagain\tT\n', 2, "a quoted field does not close on this line"),
+        ('id\ttext\ttitle\n1\t"closed" then more\tT\n', 2, "must be quoted as a whole"),
+        # Ids are stripped: " 7" and "7" are the same id.
+        ("id\ttext\ttitle\n7\ta\tT\n 7 \tb\tT\n", 3, "duplicate id '7' (first on line 2)"),
     ],
 )
 def test_tsv_errors_name_file_and_line(tmp_path, content, line, problem):
@@ -170,3 +173,70 @@ def test_loaders_write_nothing(tmp_path):
     with pytest.raises(DataFormatError):
         load_queries_jsonl(tmp_path / "q.jsonl")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# --- inputs that must not lose data silently (issue 6, item 8) -----------------------------------------
+
+
+def test_unmatched_quote_stops_instead_of_merging_passages(tmp_path):
+    body = "".join(f"{i}\tpassage {i}\tT\n" for i in range(1, 8)).replace("passage 3", '"passage 3 opens a quote')
+    path = _write(tmp_path, "psgs.tsv", "id\ttext\ttitle\n" + body)
+    with pytest.raises(DataFormatError) as err:
+        load_corpus_tsv(path)
+    assert err.value.line == 4 and "does not close on this line" in str(err.value)
+
+
+def test_every_line_is_one_passage(tmp_path):
+    body = "".join(f"{i}\t{chr(34) * (i % 2)}text {i}{chr(34) * (i % 2)}\tT\n" for i in range(1, 8))
+    df = load_corpus_tsv(_write(tmp_path, "psgs.tsv", "id\ttext\ttitle\n" + body))
+    assert df.height == 7 and df["text"].to_list() == [f"text {i}" for i in range(1, 8)]
+
+
+def test_non_utf8_names_line_and_column(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("id\ttext\ttitle\n1\tok\tT\n2\tcaf\u00e9\tT\n".encode("latin-1"))
+    with pytest.raises(DataFormatError, match=r"latin1.tsv, line 3: not UTF-8: byte 0xe9 at column 6"):
+        load_corpus_tsv(path)
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_bytes(b'{"id": "a", "question": "q", "answers": ["x"]}\n{"id": "b", "question": "caf\xe9"}\n')
+    with pytest.raises(DataFormatError, match=r"q.jsonl, line 2: not UTF-8"):
+        load_queries_jsonl(jsonl)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_is_named_not_decoded_as_garbage(tmp_path, encoding):
+    path = tmp_path / "utf16.tsv"
+    path.write_bytes("id\ttext\ttitle\n1\tok\tT\n".encode(encoding))
+    with pytest.raises(DataFormatError, match=r"utf16.tsv, line 1: .*(UTF-16|NUL bytes)"):
+        load_corpus_tsv(path)
+
+
+def test_json_error_column_at_line_end(tmp_path):
+    path = _write(tmp_path, "q.jsonl", _jsonl(GOOD, '{"id": "b", "question": "Q?", "answers": ["A"]'))
+    with pytest.raises(DataFormatError) as err:
+        load_queries_jsonl(path)
+    assert err.value.line == 2 and "at the end of the line, column 47" in str(err.value)
+    path = _write(tmp_path, "q2.jsonl", _jsonl('{"id": "b", "question": "Q?" "answers": ["A"]}'))
+    with pytest.raises(DataFormatError, match="line 1: invalid JSON .* at column 30"):
+        load_queries_jsonl(path)
+
+
+def test_query_ids_differing_by_spaces_are_duplicates(tmp_path):
+    content = _jsonl({"id": "q1", "question": "Q?", "answers": ["A"]}, {"id": " q1 ", "question": "Q?", "answers": ["A"]})
+    with pytest.raises(DataFormatError, match="line 2: duplicate id 'q1' \\(first on line 1\\)"):
+        load_queries_jsonl(_write(tmp_path, "q.jsonl", content))
+
+
+def test_streamed_corpus_with_duplicates_writes_nothing(tmp_path, monkeypatch):
+    from llm_utility.data import local
+
+    monkeypatch.setattr(local, "_CHUNK_ROWS", 3)
+    body = "".join(f"p{i}\tpassage {i}\tT\n" for i in range(10)) + "p4\tagain\tT\n"
+    path = _write(tmp_path, "psgs.tsv", "id\ttext\ttitle\n" + body)
+    out = tmp_path / "out" / "passages.parquet"
+    with pytest.raises(DataFormatError, match="line 12: duplicate id 'p4' \\(first on line 6\\)"):
+        local.write_corpus(local.iter_dpr_tsv(path), out, str(path))
+    assert not out.exists() and list(out.parent.iterdir()) == []
+    good = _write(tmp_path, "good.tsv", "id\ttext\ttitle\n" + body.rsplit("p4", 1)[0])
+    assert local.write_corpus(local.iter_dpr_tsv(good), out, str(good)) == 10
+    assert pl.read_parquet(out)["pid"].to_list() == [f"p{i}" for i in range(10)]

@@ -59,6 +59,15 @@ def test_paper_config_resolves_full_dag(paper_dag):
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure4", "figure9"):
         assert counts[table] == 1, table
     assert counts["figure_transfer"] == 3
+    assert counts["encode_corpus_shard"] == 2 * 64  # two corpora, 64 GPU shards each
+    # Data: every publisher file is a download job (nothing is downloaded by a dry run): the KILT
+    # knowledge source, the MS MARCO collection, five task files and TriviaQA's questions, 2Wiki.
+    assert counts["download_data"] == 9
+    assert counts["chunk_corpus_shard"] == 64 and counts["corpus_spans"] == 1  # the KILT corpus, sharded
+    assert counts["prepare_corpus"] == 2
+    assert counts["load_queries"] == n_datasets and counts["map_human_passages"] == n_datasets
+    assert counts["extract_answers"] == 1  # MS MARCO-FQA's short answers
+    assert counts["table6"] == 1
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):

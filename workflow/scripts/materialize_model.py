@@ -8,7 +8,6 @@ if "snakemake" not in globals():
 
     snakemake = mock_snakemake("materialize_model")
 
-
 import os
 
 from llm_utility.logs import log_to

