@@ -73,7 +73,8 @@ def test_retrieval_quality():
         ("Yes.", "SUPPORTS", {"SUPPORTS": ["yes", "true"], "REFUTES": ["no", "false"]}, True),
         ("No, that is false", "REFUTES", {"SUPPORTS": ["yes"], "REFUTES": ["no", "false"]}, True),
         ("yes and no", "SUPPORTS", {"SUPPORTS": ["yes"], "REFUTES": ["no"]}, False),
-        ("It is not true", "REFUTES", {"SUPPORTS": ["true"], "REFUTES": ["not true"]}, False),  # both match
+        ("It is not true", "REFUTES", {"SUPPORTS": ["true"], "REFUTES": ["not true"]}, True),  # longest match wins
+        ("True, not true", "REFUTES", {"SUPPORTS": ["true"], "REFUTES": ["not true"]}, False),  # both stated
     ],
 )
 def test_score_answer_fact_verdicts(output, gold, synonyms, expected):

@@ -55,9 +55,9 @@ def _phrases(words: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return tuple(p for p in (dpr_tokens(w) for w in words) if p)
 
 
-def _contains(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+def _occurrences(tokens: Sequence[str], phrase: Sequence[str]) -> list[tuple[int, int]]:
     n = len(phrase)
-    return any(tokens[i : i + n] == tuple(phrase) for i in range(len(tokens) - n + 1))
+    return [(i, i + n) for i in range(len(tokens) - n + 1) if tokens[i : i + n] == tuple(phrase)]
 
 
 def stated_verdicts(text: str, synonyms: Mapping[str, Sequence[str]] | None = None) -> set[str]:
@@ -65,17 +65,22 @@ def stated_verdicts(text: str, synonyms: Mapping[str, Sequence[str]] | None = No
 
     A label is stated when it, or one of its ``synonyms`` (e.g. ``{"SUPPORTS": ["yes", "true"]}``),
     occurs as whole words, case-insensitively (DPR tokens, so "SUPPORTS." and "Supports" count and
-    "SUPPORTSX" does not).
+    "SUPPORTSX" does not). A match inside a longer match of the other label does not count, so with
+    ``"not true"`` as a REFUTES synonym, "not true" states REFUTES only.
     """
     tokens = dpr_tokens(text)
     synonyms = synonyms or {}
-    stated = set()
-    for label in FACT_LABELS:
-        for phrase in _phrases((label, *synonyms.get(label, ()))):
-            if _contains(tokens, phrase):
-                stated.add(label)
-                break
-    return stated
+    matches = [
+        (start, end, label)
+        for label in FACT_LABELS
+        for phrase in _phrases((label, *synonyms.get(label, ())))
+        for start, end in _occurrences(tokens, phrase)
+    ]
+    return {
+        label
+        for start, end, label in matches
+        if not any(s <= start and end <= e and (e - s) > (end - start) for s, e, _ in matches)
+    }
 
 
 def score_answer(

@@ -55,23 +55,38 @@ def _lookup(tree: Mapping, dotted: str):
     return node
 
 
-def load_prompts(path: str | os.PathLike) -> dict:
-    """Load and check the prompt file: every required key exists and keeps its placeholders."""
-    with open(path, encoding="utf-8") as fh:
-        prompts = yaml.safe_load(fh)
-    if not isinstance(prompts, Mapping):
-        raise ValueError(f"{path}: expected a mapping of prompt names to wordings")
+def _merge(base: dict, overlay: Mapping) -> dict:
+    """``overlay`` deep-merged over ``base`` (mappings merge, anything else replaces)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+    return out
+
+
+def load_prompts(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> dict:
+    """Load and check the prompt wordings: one file, or several merged in order (a later file
+    overrides the keys it sets, e.g. a demo's wording of one prompt over ``config/prompts.yaml``).
+    Every required key must exist and keep its placeholders."""
+    files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    prompts: dict = {}
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh)
+        if not isinstance(loaded, Mapping):
+            raise ValueError(f"{path}: expected a mapping of prompt names to wordings")
+        prompts = _merge(prompts, loaded)
+    where = " + ".join(str(f) for f in files)
     for key, placeholders in _REQUIRED.items():
         try:
             value = _lookup(prompts, key)
         except KeyError:
-            raise ValueError(f"{path}: missing prompt '{key}'") from None
+            raise ValueError(f"{where}: missing prompt '{key}'") from None
         if not isinstance(value, str):
-            raise ValueError(f"{path}: prompt '{key}' must be a string")
+            raise ValueError(f"{where}: prompt '{key}' must be a string")
         for ph in placeholders:
             if ph not in value:
-                raise ValueError(f"{path}: prompt '{key}' must contain the placeholder {ph}")
-    return dict(prompts)
+                raise ValueError(f"{where}: prompt '{key}' must contain the placeholder {ph}")
+    return prompts
 
 
 def render_passages(prompts: Mapping, passages: Sequence[Passage]) -> str:
