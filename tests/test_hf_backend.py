@@ -246,11 +246,11 @@ def test_weights_load_only_when_the_store_misses(smollm2, smollm2_manifest, tmp_
 
     prompts = [smollm2.render(q) for q in QUESTIONS[:2]]
     with GenerationStore(tmp_path, "job-1") as store:
-        expected = store.generate(smollm2, prompts, max_new_tokens=8, stop=["\n"])
+        expected = store.generate(smollm2, prompts, max_new_tokens=8, stop=["\n"], batch_size=2)
     fresh = load_generator(smollm2_manifest, SPECS["smollm2-135m"])
     assert not fresh.loaded  # rendering and token counts need only the tokenizer
     with GenerationStore(tmp_path, "job-2") as store:
-        assert store.generate(fresh, prompts, max_new_tokens=8, stop=["\n"]) == expected
+        assert store.generate(fresh, prompts, max_new_tokens=8, stop=["\n"], batch_size=2) == expected
         assert store.stats["generate"]["served"] == 2
     assert not fresh.loaded  # everything was served: the weights were never read
     assert fresh.generate(prompts[:1], max_new_tokens=8, stop=["\n"]) == expected[:1]

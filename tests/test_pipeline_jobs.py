@@ -318,3 +318,25 @@ def test_retrieval_jobs(run, tmp_path, monkeypatch):
     pipeline.retrieval_table_job(queries={DATASET: str(run["queries"])}, candidates={DATASET: str(run["candidates"])}, top_k=3, csv=str(tmp_path / "r.csv"), md=str(tmp_path / "r.md"))
     table = pl.read_csv(tmp_path / "r.csv")
     assert table["answer_recall@3"].item() == pytest.approx(100 * 2 / 3, abs=0.01)  # q1, q2, not q4; q3 is a claim
+
+
+def test_a_prompt_that_does_not_fit_stops_the_job_before_any_call(run, tmp_path):
+    """The stand-in model's context is 2048 tokens (its config.json): a 3000-word passage does not fit
+    in the answer prompt, and the job names the dataset, query, context and length; with
+    max_passage_tokens the passage is cut and the job runs."""
+    from llm_utility.generation.models import PromptTooLongError
+
+    long = PASSAGES.with_columns(pl.when(pl.col("pid") == "p3").then(pl.lit("word " * 3000)).otherwise(pl.col("text")).alias("text"))
+    long.write_parquet(tmp_path / "passages.parquet")
+    cands = tmp_path / "candidates.parquet"
+    pipeline.candidates_job(queries=run["queries"], run=run["run"], passages=str(tmp_path / "passages.parquet"), top_k=3, output=cands)
+    common = dict(
+        dataset=DATASET, queries=run["queries"], candidates=cands, prompts=str(REPO / "config/prompts.yaml"), tables={},
+        manifest=str(run["tmp"] / "std-a" / "manifest.json"), store=str(tmp_path / "store"), job="long",
+    )
+    out = tmp_path / "topk.parquet"
+    with pytest.raises(PromptTooLongError, match=r"dataset tiny, query q1, context topk.*has \d+ tokens.*context of 2048"):
+        pipeline.answer_job(outputs={"topk": str(out)}, spec=run["spec"], **common)
+    assert not out.exists() and not list((tmp_path / "store").glob("*.sqlite"))  # nothing half-made
+    stats = pipeline.answer_job(outputs={"topk": str(out)}, spec={**run["spec"], "max_passage_tokens": 50}, **common)
+    assert stats["generate"]["made"] == 4 and out.exists()

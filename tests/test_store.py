@@ -96,7 +96,7 @@ def test_a_sealed_shard_serves_later_jobs_and_is_never_written(tmp_path):
     with GenerationStore(tmp_path, "job-b") as store:
         assert store.generate(gen, prompts_of(10), 8, ["\n"], batch_size=4) == first
         assert store.stats["generate"]["served"] == 10 and store.stats["generate"]["made"] == 0
-        store.generate(gen, ["new prompt"], 8, ["\n"])
+        store.generate(gen, ["new prompt"], 8, ["\n"], batch_size=4)
     assert gen.calls == [["new prompt"]]
     assert sealed.read_bytes() == before  # read immutable: not a byte changed
     assert len(shards(tmp_path)) == 2 and count_rows(tmp_path) == 11
@@ -109,35 +109,35 @@ def test_a_sealed_shard_serves_later_jobs_and_is_never_written(tmp_path):
 
 def test_an_empty_job_leaves_no_shard(tmp_path):
     with GenerationStore(tmp_path, "job-a") as store:
-        assert store.generate(FakeGenerator(), [], 8) == []
+        assert store.generate(FakeGenerator(), [], 8, [], batch_size=4) == []
     assert shards(tmp_path) == []
 
 
 def test_key_covers_kind_model_backend_prompt_target_and_params(tmp_path):
     with GenerationStore(tmp_path, "job") as store:
-        store.generate(FakeGenerator(), ["p"], 8, ["\n"])
+        store.generate(FakeGenerator(), ["p"], 8, ["\n"], batch_size=4)
         for gen, max_new, stop in [
             (FakeGenerator(), 9, ["\n"]),  # max_new_tokens
             (FakeGenerator(), 8, ["\n", "."]),  # stop strings
             (FakeGenerator(fingerprint="other-model"), 8, ["\n"]),  # model
         ]:
-            store.generate(gen, ["p"], max_new, stop)
+            store.generate(gen, ["p"], max_new, stop, batch_size=4)
             assert gen.calls == [["p"]]
         other_backend = FakeGenerator()
         other_backend.backend = "vllm"
-        store.generate(other_backend, ["p"], 8, ["\n"])
+        store.generate(other_backend, ["p"], 8, ["\n"], batch_size=4)
         assert other_backend.calls == [["p"]]
         versioned = FakeGenerator()
         versioned.store_key_extras = lambda: {"vllm": "0.33.0", "tensor_parallel_size": 2}
-        store.generate(versioned, ["p"], 8, ["\n"])  # what the backend adds to the key counts too
+        store.generate(versioned, ["p"], 8, ["\n"], batch_size=4)  # what the backend adds to the key counts too
         assert versioned.calls == [["p"]]
         # Stop strings are a set: order and repeats do not make a new key.
         same = FakeGenerator()
-        store.generate(same, ["p"], 8, ["\n", "\n"])
+        store.generate(same, ["p"], 8, ["\n", "\n"], batch_size=4)
         assert same.calls == []
         # A score of "p" is another call than its generation.
         scorer = FakeGenerator()
-        store.score(scorer, [("p", "a b")])
+        store.score(scorer, [("p", "a b")], batch_size=4)
         assert scorer.calls == [[("p", "a b")]]
     assert make_key("generate", "m", "b", "p", "", {"x": 1}) != make_key("generate", "m", "b", "p ", "", {"x": 1})
     assert make_key("score", "m", "b", "p", "t", {}) != make_key("score", "m", "b", "p", "t ", {})
@@ -148,11 +148,11 @@ def test_score_and_attention_are_stored_and_served(tmp_path):
     pairs = [("q", "a bb"), ("q", "ccc"), ("q", "a bb")]
     attn = [AttentionRequest("prompt", ((0, 2), (3, 9)), "ans"), AttentionRequest("prompt", ((0, 2),), "ans")]
     with GenerationStore(tmp_path, "job-a") as store:
-        assert store.score(gen, pairs) == [[-1.0, -2.0], [-3.0], [-1.0, -2.0]]
+        assert store.score(gen, pairs, batch_size=4) == [[-1.0, -2.0], [-3.0], [-1.0, -2.0]]
         assert store.attention(gen, attn, pooling="mean") == [[2.0, 6.0], [2.0]]
     gen2 = FakeGenerator()
     with GenerationStore(tmp_path, "job-b") as store:
-        assert store.score(gen2, pairs[:2]) == [[-1.0, -2.0], [-3.0]]
+        assert store.score(gen2, pairs[:2], batch_size=4) == [[-1.0, -2.0], [-3.0]]
         assert store.attention(gen2, attn, pooling="mean") == [[2.0, 6.0], [2.0]]
         assert store.stats["score"]["served"] == 2 and store.stats["attention"]["served"] == 2
         store.attention(gen2, attn[:1], pooling="max")  # the pooling is part of the key
@@ -237,13 +237,13 @@ def test_killed_job_loses_at_most_the_batch_in_flight_and_resumes(tmp_path):
 def test_compact_merges_sealed_shards(tmp_path):
     for i in range(3):
         with GenerationStore(tmp_path, f"job-{i}") as store:
-            store.generate(FakeGenerator(), prompts_of(5 * (i + 1)), 8)  # overlapping ranges
+            store.generate(FakeGenerator(), prompts_of(5 * (i + 1)), 8, [], batch_size=4)  # overlapping ranges
     assert len(shards(tmp_path)) == 3
     merged = compact(tmp_path)
     assert shards(tmp_path) == [merged] and count_rows(tmp_path) == 15
     gen = FakeGenerator()
     with GenerationStore(tmp_path, "job-after") as store:
-        assert store.generate(gen, prompts_of(15), 8) == FakeGenerator().generate(prompts_of(15), 8)
+        assert store.generate(gen, prompts_of(15), 8, [], batch_size=4) == FakeGenerator().generate(prompts_of(15), 8)
     assert gen.calls == []
     assert compact(tmp_path) is None  # nothing to merge
 
@@ -255,7 +255,7 @@ def test_generator_must_return_one_output_per_prompt(tmp_path):
 
     with GenerationStore(tmp_path, "job") as store:
         with pytest.raises(RuntimeError, match="0 results for 1 calls"):
-            store.generate(Broken(), ["p"], 8)
+            store.generate(Broken(), ["p"], 8, [], batch_size=4)
         assert len(store) == 0
 
 

@@ -34,7 +34,6 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         store=store_root(snakemake.config, snakemake.wildcards.llm),
         job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
         synonyms=snakemake.params.synonyms,
-        max_passage_tokens=snakemake.params.spec["max_passage_tokens"],
         threads=snakemake.threads,
         log=log,
     )

@@ -28,7 +28,6 @@ if method != "retriever":
         rankings_cfg=snakemake.params.rankings,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
         job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
-        max_passage_tokens=snakemake.params.spec["max_passage_tokens"],
         threads=snakemake.threads,
     )
 

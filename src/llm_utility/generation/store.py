@@ -178,8 +178,8 @@ class GenerationStore:
         generator: Any,
         prompts: Sequence[str],
         max_new_tokens: int,
-        stop: Sequence[str] = (),
-        batch_size: int = 16,
+        stop: Sequence[str],
+        batch_size: int,
         desc: str = "",
     ) -> list[str]:
         """Outputs for rendered ``prompts``, in input order: served from the store or computed."""
@@ -196,7 +196,7 @@ class GenerationStore:
         )
 
     def score(
-        self, generator: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 16, desc: str = ""
+        self, generator: Any, pairs: Sequence[tuple[str, str]], batch_size: int, desc: str = ""
     ) -> list[list[float]]:
         """Per-token log-probabilities of each ``target`` after its rendered ``prompt``."""
         params = scoring_params(generator)

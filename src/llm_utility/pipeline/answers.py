@@ -40,7 +40,6 @@ def answer_job(
     store: str,
     job: str,
     synonyms: Mapping[str, Sequence[str]] | None = None,
-    max_passage_tokens: int | None = None,
     threads: int | None = None,
     log: logging.Logger = _log,
 ) -> dict:
@@ -59,7 +58,7 @@ def answer_job(
         ctx: context_requests(ctx, cands, read_table(tables[ctx]) if ctx in tables else None) for ctx in outputs
     }
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-        passages = truncate_passages(cands.passages, gen, max_passage_tokens)
+        passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
         wordings = load_prompts(prompts)
 
         def generate(texts: list[str]) -> list[str]:

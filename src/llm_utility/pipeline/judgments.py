@@ -63,7 +63,6 @@ def judge_job(
     store: str,
     job: str,
     output: str,
-    max_passage_tokens: int | None = None,
     threads: int | None = None,
     log: logging.Logger = _log,
 ) -> pl.DataFrame:
@@ -81,7 +80,7 @@ def judge_job(
     pseudo = _pseudo_answers(pseudo_answers)
     wordings = load_prompts(prompts)
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-        passages = truncate_passages(cands.passages, gen, max_passage_tokens)
+        passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
         keys, texts = [], []
         for qid, question in q.select("qid", "question").iter_rows():
             answer = pseudo.get(qid, "") if pseudo is not None else None
@@ -135,7 +134,6 @@ def rank_job(
     max_queries: int | None = None,
     store: str | None = None,
     job: str = "rank",
-    max_passage_tokens: int | None = None,
     threads: int | None = None,
     log: logging.Logger = _log,
 ) -> pl.DataFrame:
@@ -150,7 +148,7 @@ def rank_job(
     else:
         table = _model_ranking(
             method, dataset, q, cands, pools, manifest, prompts, _pseudo_answers(pseudo_answers), dict(spec),
-            rankings_cfg or {}, store, job, max_passage_tokens, threads, log,
+            rankings_cfg or {}, store, job, threads, log,
         )
     write_parquet(table.select(list(RANKINGS_SCHEMA)), output)
     log.info("%s: ranked %d queries; parsed for %.1f%%", method, len(pools), 100 * _parsed_share(table))
@@ -161,7 +159,7 @@ def _parsed_share(table: pl.DataFrame) -> float:
     return float(table.group_by("qid").agg(pl.col("parsed").all())["parsed"].mean() or 0.0) if table.height else 0.0
 
 
-def _model_ranking(method, dataset, q, cands, pools, manifest, prompts, pseudo, spec, cfg, store, job, max_passage_tokens, threads, log):
+def _model_ranking(method, dataset, q, cands, pools, manifest, prompts, pseudo, spec, cfg, store, job, threads, log):
     from ..generation import AttentionRequest
     from ..method.answers import answer_prompt
     from ..method.parsing import parse_ranking
@@ -172,7 +170,7 @@ def _model_ranking(method, dataset, q, cands, pools, manifest, prompts, pseudo, 
     if method == "attention":
         spec = {**spec, "backend": cfg["attention_backend"]}
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-        passages = truncate_passages(cands.passages, gen, max_passage_tokens)
+        passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
         if method in J.VERBAL_RANKING_METHODS:
             m = J.VERBAL_RANKING_METHODS[method]
             texts = [
@@ -247,6 +245,8 @@ def perplexity_job(
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
         texts = [f"{cands.passages[pid].title} {cands.passages[pid].text}" for _, pid, _ in keys]
         pairs = [("", t) for t in texts] + [("", f"{question} {t}") for (_, _, question), t in zip(keys, texts)]
+        labels = [f"dataset {dataset}, query {qid}, perplexity of {pid}" for qid, pid, _ in keys] * 2
+        gen.check_fits([t for _, t in pairs], labels, reserve=1)
         logprobs = calls.score(gen, pairs, batch_size=spec["batch_size"], desc=f"{gen.slug} {dataset} perplexity")
     n = len(keys)
     rows = [
