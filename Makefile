@@ -46,7 +46,9 @@ VLLM_PIN    := $(shell sed -n 's/^ *- *\(vllm==[^ ]*\).*/\1/p' envs/llm-vllm.yam
 .venv-vllm/.installed: envs/llm-vllm.yaml
 	$(VLLM_PYTHON) -m venv .venv-vllm
 	.venv-vllm/bin/python -m pip install -q --upgrade pip
-	.venv-vllm/bin/python -m pip install -q "$(VLLM_PIN)" "pytest>=8"
+	# The rest of envs/llm-vllm.yaml (the library imports polars), and pytest.
+	.venv-vllm/bin/python -m pip install -q "$(VLLM_PIN)" "numpy>=1.26" "polars>=1.20" "pyarrow>=15" \
+		"pandas>=2.2" "pyyaml>=6" "regex>=2024.1" "tqdm>=4.60" "pytest>=8"
 	touch $@
 
 vllm-contract: .venv-vllm/.installed

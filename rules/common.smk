@@ -12,8 +12,21 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+# HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
+# variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
+os.environ.setdefault("HF_TOKEN", "")
+os.environ.setdefault(
+    "HF_HOME",
+    os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    ),
+)
+
+
 envvars:
     "PYTHONPATH",
+    "HF_TOKEN",
+    "HF_HOME",
 
 
 DATASETS = list(config["datasets"])

@@ -2,6 +2,9 @@
 # a prompt asked for by two jobs is computed once and an interrupted job resumes where it stopped.
 
 
+# Weights land in resources/models/{llm}/ once: a GGUF dequantized, or hub weights downloaded at
+# their pinned revision (the manifest records the commit). Every other job loads them offline. A
+# local rule: it runs where Snakemake runs, which has network even when compute nodes do not.
 rule materialize_model:
     output:
         manifest="resources/models/{llm}/manifest.json",
@@ -9,6 +12,7 @@ rule materialize_model:
         "logs/materialize_model/{llm}.log",
     benchmark:
         "benchmarks/out/materialize_model/{llm}.tsv"
+    localrule: True
     conda:
         materialize_conda_env
     params:

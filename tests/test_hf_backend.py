@@ -71,7 +71,7 @@ def test_truncate_at_stop():
 
 
 def test_normalize_spec_fills_defaults_and_names_errors():
-    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "stop": "\n"}, "m")
+    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m", "revision": "a" * 40}, "stop": "\n"}, "m")
     assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == 32 and spec["batch_size"] == 16
     assert spec["prompt_format"] == "chat" and spec["enable_thinking"] is False
     with pytest.raises(ValueError, match="llms.m.backend"):
@@ -92,7 +92,7 @@ def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch)
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     manifest = {"slug": "m", "backend": "vllm", "load_path": "/nowhere", "fingerprint": "f"}
     with pytest.raises(ImportError, match="envs/llm-vllm.yaml"):
-        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m"}, "gpu": 1})
+        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m", "revision": "a" * 40}, "gpu": 1})
 
 
 def test_failed_materialize_leaves_nothing_behind(tmp_path):

@@ -9,10 +9,11 @@ from llm_utility.gpu import lease_gpus  # noqa: E402  (before torch is imported)
 with lease_gpus(snakemake.resources.gpu, snakemake.params.gpu_lock_dir):
     import torch
 
-    from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder
+    from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder, materialized_spec
 
     torch.set_num_threads(snakemake.threads)
-    encoder = load_encoder(snakemake.params.encoder)
+    # With the retriever's manifest as an input, the weights come from resources/, offline.
+    encoder = load_encoder(materialized_spec(snakemake.params.encoder, snakemake.input.get("manifest")))
     encode_corpus_shard(
         encoder,
         snakemake.input.passages,

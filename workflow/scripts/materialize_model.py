@@ -1,4 +1,5 @@
-"""Rule materialize_model: dequantize a GGUF once into safetensors (or describe hub/local weights)."""
+"""Rule materialize_model: dequantize a GGUF once into safetensors, fetch hub weights once at their
+pinned revision, or describe a local directory; write the manifest every LLM job loads from."""
 
 import os
 
