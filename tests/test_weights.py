@@ -273,3 +273,20 @@ def test_retriever_weights_fetched_once_and_used_offline(fake_hub, tmp_path, mon
     described = materialize_retriever("minilm", {"backend": "sentence-transformers", "model": str(folder)}, tmp_path / "retrievers" / "minilm")
     assert described["load_path"] == str(folder.resolve()) and described["fingerprint"].startswith("local:")
     assert materialized_spec({"model": "x"}, tmp_path / "retrievers" / "minilm" / "manifest.json")["model"] == str(folder.resolve())
+
+
+def test_weights_on_a_separate_volume_are_found_through_the_manifest(fake_hub, tmp_path, monkeypatch):
+    """Kubernetes: only the manifest travels as a declared file; the weights sit on a shared volume."""
+    out, volume = tmp_path / "resources" / "models" / "m", tmp_path / "pvc" / "llms" / "m"
+    manifest = materialize("m", hub_spec(COMMIT), out, weights_dir=volume)
+    assert manifest["load_path"] == str(volume.resolve()) and (volume / "model.safetensors").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+    seen = {}
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.setattr("llm_utility.generation.vllm_backend.VLLMGenerator.__init__", lambda self, m, s: seen.update(m) or None)
+    load_generator(out / "manifest.json", hub_spec(COMMIT))
+    assert seen["load_path"] == str(volume.resolve())
+    spec = {"backend": "flagembedding", "model": "org/m", "revision": COMMIT}
+    materialize_retriever("bge", spec, tmp_path / "resources" / "retrievers" / "bge", weights_dir=tmp_path / "pvc" / "retrievers" / "bge")
+    local = materialized_spec(spec, tmp_path / "resources" / "retrievers" / "bge" / "manifest.json")
+    assert local["model"] == str((tmp_path / "pvc" / "retrievers" / "bge").resolve())

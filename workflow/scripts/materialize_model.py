@@ -9,5 +9,10 @@ log = log_to(snakemake.log[0])
 
 from llm_utility.generation.models import materialize  # noqa: E402
 
-manifest = materialize(snakemake.wildcards.llm, snakemake.params.spec, os.path.dirname(snakemake.output.manifest))
+manifest = materialize(
+    snakemake.wildcards.llm,
+    snakemake.params.spec,
+    os.path.dirname(snakemake.output.manifest),
+    weights_dir=snakemake.params.weights_dir,
+)
 log.info("materialized %s: %s", snakemake.wildcards.llm, manifest)

@@ -163,8 +163,14 @@ def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
-def materialize(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
+def materialize(
+    slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike, weights_dir: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """Make ``spec``'s weights loadable offline, write ``out_dir/manifest.json``, and return the manifest.
+
+    Dequantized or downloaded weights go to ``weights_dir`` (None: ``out_dir`` itself, beside the
+    manifest); a separate ``weights_dir`` on a persistent volume is how Kubernetes jobs, which
+    receive only declared files such as the manifest, find the weights (config key ``models_dir``).
 
     Manifest keys: slug, backend, load_path, fingerprint, prompt_format, has_chat_template,
     materialized, source, version, seconds; plus gguf_sha256 (GGUF weights) or revision and commit
@@ -179,14 +185,16 @@ def materialize(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) 
     - A local directory (``{path}``) stays where it is, fingerprinted by the content of its files
       (hashed once, cached in ``resources/models/.sha256-cache.json``).
 
-    Everything is built in a hidden work folder beside ``out_dir`` and renamed into place; work
+    Everything is built in a hidden work folder beside its target and renamed into place; work
     folders that killed jobs left behind are removed at the next start.
     """
     spec = normalize_spec(spec, slug)
     weights = dict(spec["weights"])
     out = Path(out_dir).resolve()
+    target = Path(weights_dir).resolve() if weights_dir else out
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_work_folders(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_work_folders(target)
     started = time.perf_counter()
     manifest: dict[str, Any] = {
         "slug": slug,
@@ -196,7 +204,10 @@ def materialize(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) 
         "version": MANIFEST_VERSION,
     }
     if weights.get("gguf_package"):
-        return _materialize_gguf(manifest, weights, spec, out, started)
+        manifest = _materialize_gguf(manifest, weights, spec, target, out, started)
+        if target != out:
+            write_json(manifest, out / MANIFEST)
+        return manifest
     if weights.get("path"):
         path = Path(weights["path"]).expanduser().resolve()
         if not (path / "config.json").exists():
@@ -208,14 +219,14 @@ def materialize(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) 
             materialized=False,
         )
     else:
-        fetched = fetch_hub_model(weights["hub"], weights["revision"], out)
+        fetched = fetch_hub_model(weights["hub"], weights["revision"], target)
         manifest.update(
-            load_path=str(out),
+            load_path=str(target),
             revision=weights["revision"],
             commit=fetched["commit"],
             # The commit names the weights exactly; a branch or tag may move, the commit cannot.
             fingerprint=f"hub:{weights['hub']}@{fetched['commit']}",
-            has_chat_template=has_chat_template(out),
+            has_chat_template=has_chat_template(target),
             materialized=True,
         )
     _check_chat_template(slug, spec, manifest)
@@ -234,15 +245,17 @@ def _check_chat_template(slug: str, spec: Mapping[str, Any], manifest: Mapping[s
 
 
 def _materialize_gguf(
-    manifest: dict[str, Any], weights: Mapping[str, Any], spec: Mapping[str, Any], out: Path, started: float
+    manifest: dict[str, Any], weights: Mapping[str, Any], spec: Mapping[str, Any], out: Path, manifest_dir: Path,
+    started: float,
 ) -> dict[str, Any]:
+    """Dequantize into ``out`` (manifest included); ``manifest_dir`` is where an earlier manifest may be."""
     with work_folder(out) as tmp:
         if weights.get("gguf_assemble"):
             gguf = assemble_gguf(weights["gguf_package"], tmp / "_gguf")
         else:
             gguf = locate_gguf_file(weights["gguf_package"], weights["gguf_file"])
         manifest["gguf_sha256"] = sha256_file(gguf)
-        previous = read_manifest(out)
+        previous = read_manifest(manifest_dir)
         if _still_valid(previous, manifest, out):
             return previous  # type: ignore[return-value]
         manifest.update(_dequantize_gguf(gguf, tmp))
@@ -386,7 +399,8 @@ def load_generator(
     """Load the backend named by ``manifest['backend']`` (vLLM is imported only when asked for).
 
     ``manifest`` is the dict ``materialize`` returned, or the path of its manifest.json; given a path,
-    materialized weights are looked for beside it, so a moved checkout still finds them.
+    materialized weights are looked for beside it first, so a moved checkout still finds them, and
+    else where the manifest says (a separate ``models_dir``).
     ``threads`` sets torch's CPU threads for the transformers backend (None leaves torch's default).
     The hub is switched off first (``HF_HUB_OFFLINE=1``): weights come from the materialized folder.
     """
@@ -394,7 +408,7 @@ def load_generator(
     if not isinstance(manifest, Mapping):
         path = Path(manifest)
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        if manifest.get("materialized"):
+        if manifest.get("materialized") and (path.resolve().parent / "config.json").is_file():
             manifest["load_path"] = str(path.resolve().parent)
     backend = manifest.get("backend") or spec.get("backend")
     if backend == "transformers":

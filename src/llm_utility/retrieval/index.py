@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +25,18 @@ log = logging.getLogger(__name__)
 ADD_CHUNK = 65_536  # rows copied out of the memory map per add(): bounded memory at any corpus size
 
 
-def _gpu_wanted(use_gpu: bool | None) -> bool:
+MIN_POINTS_PER_CENTROID = 39  # FAISS warns when k-means gets fewer training points per centroid
+DEFAULT_POINTS_PER_CENTROID = 64  # between FAISS's minimum (39) and the most it uses (256)
+
+
+def _n_gpus() -> int:
     import faiss
 
-    n_gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def _gpu_wanted(use_gpu: bool | None) -> bool:
+    n_gpus = _n_gpus()
     if use_gpu and n_gpus == 0:
         raise RuntimeError("use_gpu=True but FAISS sees no GPU (faiss-cpu installed, or no device visible)")
     return use_gpu is not False and n_gpus > 0
@@ -72,41 +81,136 @@ def _sample_rows(shards: list[np.ndarray], size: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts))
 
 
+def _centroids(index: faiss.Index) -> int:
+    """The most k-means centroids training ``index`` computes: IVF lists, or PQ codebook entries."""
+    import faiss
+
+    most = 0
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:  # not an IVF index
+        ivf = None
+    if ivf is not None:
+        most = int(ivf.nlist)
+    for holder in (ivf, index):
+        pq = getattr(faiss.downcast_index(holder), "pq", None) if holder is not None else None
+        if pq is not None:
+            most = max(most, int(pq.ksub))
+    return most
+
+
+def train_sample_size(index: faiss.Index, n: int, train_sample: int | None = None) -> int:
+    """How many vectors to train ``index`` on: ``train_sample``, else 64 per centroid, at most ``n``.
+
+    FAISS's k-means wants at least 39 points per centroid (it warns below) and uses at most 256;
+    a sample below 39 per centroid is logged as a warning here too, with the numbers.
+    """
+    centroids = _centroids(index)
+    size = int(train_sample) if train_sample else max(DEFAULT_POINTS_PER_CENTROID * centroids, 10_000)
+    size = min(size, n)
+    if centroids and size < MIN_POINTS_PER_CENTROID * centroids:
+        log.warning(
+            "training %d centroids on %d vectors (%.1f per centroid; FAISS wants >= %d): raise train_sample, "
+            "or use fewer IVF lists for a corpus of %d vectors",
+            centroids, size, size / centroids, MIN_POINTS_PER_CENTROID, n,
+        )
+    return size
+
+
+def _train(index: faiss.Index, sample: np.ndarray, use_gpu: bool | None) -> faiss.Index:
+    """Train ``index`` once, on one GPU when wanted (k-means is where a GPU pays), and return it on the CPU."""
+    import faiss
+
+    if _gpu_wanted(use_gpu):
+        try:
+            gpu_index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+        except RuntimeError as err:  # no GPU version of this index type
+            if use_gpu:
+                raise
+            log.warning("training on the CPU: FAISS cannot put this index on a GPU (%s)", err)
+        else:
+            gpu_index.train(sample)
+            return faiss.index_gpu_to_cpu(gpu_index)
+    index.train(sample)
+    return index
+
+
+def _coarse_assigner(index: faiss.Index, use_gpu: bool | None) -> tuple[Any, Any] | None:
+    """For a plain IVF index with GPUs: (ivf, the coarse quantizer replicated on every GPU), else None.
+
+    Adding to an IVF index is dominated by assigning each vector to its nearest list (21M x 65,536
+    inner products of dimension 1024 for the paper's corpus); every GPU takes a share of each chunk,
+    and the encoded vectors go into the one CPU index, which is what gets written.
+    """
+    import faiss
+
+    if not _gpu_wanted(use_gpu) or not isinstance(faiss.downcast_index(index), faiss.IndexIVF):
+        return None
+    ivf = faiss.downcast_index(index)
+    try:
+        return ivf, faiss.index_cpu_to_all_gpus(ivf.quantizer)  # replicated: queries split across GPUs
+    except RuntimeError as err:
+        if use_gpu:
+            raise
+        log.warning("adding on the CPU: FAISS cannot put the quantizer on the GPUs (%s)", err)
+        return None
+
+
+def _add_chunk(index: faiss.Index, chunk: np.ndarray, assigner: tuple[Any, Any] | None) -> None:
+    import faiss
+
+    if assigner is None:
+        index.add(chunk)
+        return
+    ivf, quantizer = assigner
+    _, lists = quantizer.search(chunk, 1)
+    lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
+    ivf.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(lists))
+
+
 def build_index(
     shard_paths: Sequence[str | os.PathLike],
     out_path: str | os.PathLike,
     index_factory: str = "Flat",
-    train_sample: int = 100_000,
+    train_sample: int | None = None,
     use_gpu: bool | None = None,
     seed: int = 0,
 ) -> int:
     """Build a FAISS inner-product index over the shards, in order; return the number of vectors.
 
-    Each shard is memory-mapped and added in chunks, so the embeddings never sit in memory twice.
-    Factories that need training (IVF, PQ) are trained first on ``train_sample`` rows drawn
-    uniformly across shards. With ``use_gpu=None`` a GPU is used when FAISS sees one and the
-    factory needs training. The index file appears only once complete.
+    Each shard is memory-mapped and added in chunks of ``ADD_CHUNK`` rows, so memory stays flat at
+    any corpus size (the index itself aside). Factories that need training (IVF, PQ) are trained
+    once, on ``train_sample`` rows drawn uniformly across shards (None: 64 per k-means centroid, see
+    :func:`train_sample_size`), on one GPU when FAISS sees one. With GPUs, an IVF index's vectors
+    are then assigned to their lists on all of them (the quantizer replicated, each chunk split
+    between GPUs) while the index stays one CPU index; ``search`` shards it across the GPUs.
+    ``use_gpu``: None uses GPUs when FAISS sees them, False never, True insists. The index file
+    appears only once complete.
     """
     import faiss
 
     shards = _open_shards(shard_paths)
     dim, n = shards[0].shape[1], sum(len(s) for s in shards)
     index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
-    # Left to auto, a GPU is used only to train (k-means is where it pays); adding to a flat index is a copy.
-    work, on_gpu = _to_gpu(index, False if use_gpu is None and index.is_trained else use_gpu)
-    if not work.is_trained:
-        sample = _sample_rows(shards, min(train_sample, n), seed)
-        log.info("training %s on %d of %d vectors", index_factory, len(sample), n)
-        work.train(sample)
+    started = time.perf_counter()
+    if not index.is_trained:
+        size = train_sample_size(index, n, train_sample)
+        sample = _sample_rows(shards, size, seed)
+        log.info("training %s on %d of %d vectors (%d GPU(s) visible)", index_factory, len(sample), n, _n_gpus())
+        index = _train(index, sample, use_gpu)
+        del sample
+        log.info("trained in %.1f s", time.perf_counter() - started)
+    assigner = _coarse_assigner(index, use_gpu)
     for shard in shards:
         for i in range(0, len(shard), ADD_CHUNK):
-            work.add(np.ascontiguousarray(shard[i : i + ADD_CHUNK], dtype=np.float32))
-    if work.ntotal != n:
-        raise RuntimeError(f"index holds {work.ntotal} vectors, expected {n}")
-    cpu_index = faiss.index_gpu_to_cpu(work) if on_gpu else work
+            _add_chunk(index, np.ascontiguousarray(shard[i : i + ADD_CHUNK], dtype=np.float32), assigner)
+    if index.ntotal != n:
+        raise RuntimeError(f"index holds {index.ntotal} vectors, expected {n}")
     with atomic_path(out_path) as tmp:
-        faiss.write_index(cpu_index, str(tmp))
-    log.info("wrote %s (%s, %d vectors of dim %d)", out_path, index_factory, n, dim)
+        faiss.write_index(index, str(tmp))
+    log.info(
+        "wrote %s (%s, %d vectors of dim %d) in %.1f s", out_path, index_factory, n, dim, time.perf_counter() - started
+    )
     return n
 
 
