@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,26 +59,76 @@ def _to_gpu(index: faiss.Index, use_gpu: bool | None) -> tuple[faiss.Index, bool
         return index, False
 
 
-def _open_shards(shard_paths: Sequence[str | os.PathLike]) -> list[np.ndarray]:
+class _Shard:
+    """An embedding shard (.npy) read with plain file reads, a chunk or a row at a time.
+
+    Not through a memory map: the pages of a mapped file that were read count in the process's
+    resident memory until unmapped, so a memory map read end to end looks (to ``ps``, and to a
+    scheduler's memory accounting) like the whole shard in memory.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        header = np.load(path, mmap_mode="r")  # parses the header; no data is read
+        self.path, self.shape, self.dtype, self.offset = os.fspath(path), header.shape, header.dtype, header.offset
+        self.fortran = header.flags.f_contiguous and not header.flags.c_contiguous
+        del header
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_bytes(self) -> int:
+        return self.shape[1] * self.dtype.itemsize
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) as a C-contiguous float32 array."""
+        out = np.empty((stop - start, self.shape[1]), dtype=self.dtype)
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset + start * self.row_bytes)
+            if fh.readinto(memoryview(out).cast("B")) != out.nbytes:
+                raise ValueError(f"{self.path}: shorter than its header says")
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def pick(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows (sorted), one read each."""
+        out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for i, row in enumerate(rows):
+                out[i] = np.frombuffer(os.pread(fd, self.row_bytes, self.offset + int(row) * self.row_bytes), self.dtype)
+        finally:
+            os.close(fd)
+        return out.astype(np.float32, copy=False)
+
+
+def _open_shards(shard_paths: Sequence[str | os.PathLike]) -> list[_Shard]:
     if not shard_paths:
         raise ValueError("build_index needs at least one embedding shard")
-    shards = [np.load(p, mmap_mode="r") for p in shard_paths]
-    dims = {s.shape[1] if s.ndim == 2 else None for s in shards}
+    shards = [_Shard(p) for p in shard_paths]
+    dims = {s.shape[1] if len(s.shape) == 2 else None for s in shards}
     if len(dims) != 1 or None in dims:
         raise ValueError(f"embedding shards must be 2-D with one dimension; got shapes {[s.shape for s in shards]}")
+    if any(s.fortran for s in shards):
+        raise ValueError("embedding shards must be in C order (row after row), as encode_corpus_shard writes them")
     return shards
 
 
-def _sample_rows(shards: list[np.ndarray], size: int, seed: int) -> np.ndarray:
+def _sample_rows(shards: list[_Shard], size: int, seed: int) -> np.ndarray:
     """A uniform sample of ``size`` rows across the shards, reading only those rows."""
     n = sum(len(s) for s in shards)
     picked = np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
     parts, offset = [], 0
     for shard in shards:
         local = picked[(picked >= offset) & (picked < offset + len(shard))] - offset
-        parts.append(np.asarray(shard[local], dtype=np.float32))
+        parts.append(shard.pick(local))
         offset += len(shard)
     return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _chunks(shards: list[_Shard]) -> Iterator[np.ndarray]:
+    for shard in shards:
+        for i in range(0, len(shard), ADD_CHUNK):
+            yield shard.rows(i, min(i + ADD_CHUNK, len(shard)))
 
 
 def _centroids(index: faiss.Index) -> int:
@@ -168,6 +218,25 @@ def _add_chunk(index: faiss.Index, chunk: np.ndarray, assigner: tuple[Any, Any] 
     ivf.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(lists))
 
 
+def _fill_flat(flat: faiss.IndexFlat, shards: list[_Shard], n: int) -> None:
+    """Copy the vectors into a flat index's storage, allocated once at its final size.
+
+    ``add`` would grow the storage chunk by chunk, and each reallocation holds the old and the new
+    buffer at once: up to twice the index (86 GB for 21M x 1024) at the peak. A flat index's codes
+    are the float32 vectors themselves, so they are written in place.
+    """
+    import faiss
+
+    size = n * flat.code_size
+    flat.codes.resize(size)
+    storage = faiss.rev_swig_ptr(flat.codes.data(), size).view(np.float32).reshape(n, flat.d)
+    done = 0
+    for chunk in _chunks(shards):
+        storage[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    flat.ntotal = done
+
+
 def build_index(
     shard_paths: Sequence[str | os.PathLike],
     out_path: str | os.PathLike,
@@ -178,8 +247,8 @@ def build_index(
 ) -> int:
     """Build a FAISS inner-product index over the shards, in order; return the number of vectors.
 
-    Each shard is memory-mapped and added in chunks of ``ADD_CHUNK`` rows, so memory stays flat at
-    any corpus size (the index itself aside). Factories that need training (IVF, PQ) are trained
+    Each shard is read in chunks of ``ADD_CHUNK`` rows, so memory stays flat at any corpus size, the
+    index itself aside (a flat index is allocated once at its final size, see :func:`_fill_flat`). Factories that need training (IVF, PQ) are trained
     once, on ``train_sample`` rows drawn uniformly across shards (None: 64 per k-means centroid, see
     :func:`train_sample_size`), on one GPU when FAISS sees one. With GPUs, an IVF index's vectors
     are then assigned to their lists on all of them (the quantizer replicated, each chunk split
@@ -200,10 +269,13 @@ def build_index(
         index = _train(index, sample, use_gpu)
         del sample
         log.info("trained in %.1f s", time.perf_counter() - started)
-    assigner = _coarse_assigner(index, use_gpu)
-    for shard in shards:
-        for i in range(0, len(shard), ADD_CHUNK):
-            _add_chunk(index, np.ascontiguousarray(shard[i : i + ADD_CHUNK], dtype=np.float32), assigner)
+    flat = faiss.downcast_index(index)
+    if isinstance(flat, faiss.IndexFlat):
+        _fill_flat(flat, shards, n)
+    else:
+        assigner = _coarse_assigner(index, use_gpu)
+        for chunk in _chunks(shards):
+            _add_chunk(index, chunk, assigner)
     if index.ntotal != n:
         raise RuntimeError(f"index holds {index.ntotal} vectors, expected {n}")
     with atomic_path(out_path) as tmp:
