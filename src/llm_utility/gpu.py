@@ -40,6 +40,9 @@ ENV = "CUDA_VISIBLE_DEVICES"
 # auto (default): lease unless a scheduler isolates the job's devices; always; never.
 LEASE_MODE_ENV = "LLM_UTILITY_GPU_LEASE"
 LEASE_MODES = ("auto", "always", "never")
+# Seconds a job waits for devices before giving up (unset: it waits as long as it takes). An
+# environment variable, not a config key: where and how long a job waits does not change its results.
+TIMEOUT_ENV = "LLM_UTILITY_GPU_LEASE_TIMEOUT"
 # Errors a file system without working flock gives (NFS without lockd, some FUSE and Lustre mounts).
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}
 
@@ -245,11 +248,17 @@ def lease_gpus(
     released. ``n == 0`` does nothing (a CPU job).
 
     Raises GpuLeaseError when fewer than ``n`` devices exist or the lock folder cannot be locked,
-    TimeoutError after ``timeout`` seconds without ``n`` free devices.
+    TimeoutError after ``timeout`` seconds without ``n`` free devices (None: the
+    ``LLM_UTILITY_GPU_LEASE_TIMEOUT`` environment variable, else no limit).
     """
     if n <= 0:
         yield []
         return
+    if timeout is None and os.environ.get(TIMEOUT_ENV):
+        try:
+            timeout = float(os.environ[TIMEOUT_ENV])
+        except ValueError:
+            raise GpuLeaseError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a number of seconds") from None
     devices = visible_devices(n_devices)
     if n > len(devices):
         raise GpuLeaseError(
