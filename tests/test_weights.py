@@ -167,13 +167,16 @@ def test_a_killed_download_is_resumed_and_other_leftovers_removed(fake_hub, tmp_
     (other_commit / OWNER).write_text("node1 124\n")
     old_layout = out.parent / ".m.tmp-abc123"  # from an older release: no owner file
     old_layout.mkdir()
-    os.utime(old_layout, (time.time() - 3600, time.time() - 3600))
+    os.utime(old_layout, (time.time() - 7 * 3600, time.time() - 7 * 3600))
+    recent_old_layout = out.parent / ".m.tmp-def456"  # maybe a job of an older release, still running
+    recent_old_layout.mkdir()
     unrelated = out.parent / ".other.tmp-1"
     unrelated.mkdir()
     materialize("m", hub_spec("main"), out)
     assert fake_hub["download"][0]["local_dir"] == resumable.resolve()  # resumed where it stopped
     assert not resumable.exists() and not other_commit.exists() and not old_layout.exists()
     assert unrelated.exists()  # another model's business
+    assert recent_old_layout.exists()  # no owner file and recent: perhaps alive, left alone
 
 
 def test_a_live_job_s_work_folder_is_left_alone(tmp_path):

@@ -220,13 +220,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def is_abandoned(folder: Path, grace: float = 60.0) -> bool:
+# A work folder without an owner file (from a release before owner files, or a replace_dir cut
+# short) cannot tell whether its job lives; old enough, it cannot be a running job's.
+OWNERLESS_GRACE = 6 * 3600.0
+
+
+def is_abandoned(folder: Path, grace: float = OWNERLESS_GRACE) -> bool:
     """Whether ``folder`` is a work folder whose job is gone.
 
     Its owner file's lock tells (the kernel drops it when the job dies, on any host when the file
     system supports flock); without flock, a job on this host is checked by pid, and one on another
     host is presumed alive. A folder without an owner file (a half-made rename, or an older release)
-    counts as abandoned once ``grace`` seconds old.
+    counts as abandoned once ``grace`` seconds old (6 hours: a dequantization or download running
+    under an older release has no owner file either).
     """
     owner = folder / OWNER
     if not owner.exists():

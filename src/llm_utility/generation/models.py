@@ -176,11 +176,11 @@ def materialize(
     materialized, source, version, seconds; plus gguf_sha256 (GGUF weights) or revision and commit
     (hub weights).
 
-    - GGUF weights become a float32 safetensors directory (``out_dir`` itself), fingerprinted by the
+    - GGUF weights become a float32 safetensors directory (the weights folder), fingerprinted by the
       GGUF's sha256 and the dequantized tensors' (about 2 s to hash). An existing manifest for the
       same GGUF file and settings is kept as it is.
-    - Hub weights (``{hub, revision}``, revision required) are downloaded once into ``out_dir``:
-      configs, tokenizer and safetensors at the commit ``revision`` resolves to, which is the
+    - Hub weights (``{hub, revision}``, revision required) are downloaded once into the weights
+      folder: configs, tokenizer and safetensors at the commit ``revision`` resolves to, which is the
       fingerprint (``hub:<repo>@<commit>``). A rerun finds them there and downloads nothing.
     - A local directory (``{path}``) stays where it is, fingerprinted by the content of its files
       (hashed once, cached in ``resources/models/.sha256-cache.json``).
