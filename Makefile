@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: demo test install clean-results
+.PHONY: demo test install clean-results vllm-contract
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,23 @@ demo: $(STAMP)
 
 test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest
+
+# Opt-in (not part of `make test`): the real vLLM, pinned as envs/llm-vllm.yaml pins it, in its own
+# virtualenv, to check that the engine and sampling arguments our backend builds still exist
+# (tests/test_vllm_contract.py). No GPU needed; the install pulls a CUDA torch of several GB.
+VLLM_PYTHON ?= python3.12
+VLLM_PIN    := $(shell sed -n 's/^ *- *\(vllm==[^ ]*\).*/\1/p' envs/llm-vllm.yaml)
+
+.venv-vllm/.installed: envs/llm-vllm.yaml
+	$(VLLM_PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/python -m pip install -q --upgrade pip
+	# The rest of envs/llm-vllm.yaml (the library imports polars), and pytest.
+	.venv-vllm/bin/python -m pip install -q "$(VLLM_PIN)" "numpy>=1.26" "polars>=1.20" "pyarrow>=15" \
+		"pandas>=2.2" "pyyaml>=6" "regex>=2024.1" "tqdm>=4.60" "pytest>=8"
+	touch $@
+
+vllm-contract: .venv-vllm/.installed
+	.venv-vllm/bin/python -m pytest -q tests/test_vllm_contract.py
 
 clean-results:
 	rm -rf results

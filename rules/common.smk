@@ -23,8 +23,21 @@ from llm_utility.method.rankings import RANKING_METHODS  # noqa: E402
 from llm_utility.workflow import check_config, figure1_dataset, input_key  # noqa: E402
 
 
+# HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
+# variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
+os.environ.setdefault("HF_TOKEN", "")
+os.environ.setdefault(
+    "HF_HOME",
+    os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"
+    ),
+)
+
+
 envvars:
     "PYTHONPATH",
+    "HF_TOKEN",
+    "HF_HOME",
 
 
 # --- file patterns: every path of the workflow, written once --------------------------------------

@@ -3,6 +3,10 @@
 # it stopped. Each job loads its model once and answers every context its outputs name.
 
 
+# Weights land in resources/models/{llm}/ (or <models_dir>/llms/{llm}) once: a GGUF dequantized, or
+# hub weights downloaded at their pinned revision (the manifest records the commit). Every other job
+# loads them offline. A local rule: it runs where Snakemake runs, which has network when compute
+# nodes do not.
 rule materialize_model:
     output:
         manifest=MANIFEST,
@@ -10,10 +14,14 @@ rule materialize_model:
         "logs/materialize_model/{llm}.log",
     benchmark:
         "benchmarks/out/materialize_model/{llm}.tsv"
+    localrule: True
     conda:
         materialize_conda_env
     params:
         spec=llm_cfg,
+        weights_dir=lambda wc: (
+            f"{config['models_dir']}/llms/{wc.llm}" if config["models_dir"] else None
+        ),
     script:
         "../workflow/scripts/materialize_model.py"
 

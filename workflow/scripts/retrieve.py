@@ -19,13 +19,15 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     import torch
 
     from llm_utility.pipeline import retrieve_job
+    from llm_utility.retrieval.encoders import materialized_spec
 
     torch.set_num_threads(snakemake.threads)
     retrieve_job(
         queries=snakemake.input.queries,
         passages=snakemake.input.passages,
         index=snakemake.input.index,
-        encoder_spec=snakemake.params.encoder,
+        # With the retriever's manifest as an input, the weights come from resources/, offline.
+        encoder_spec=materialized_spec(snakemake.params.encoder, snakemake.input.get("manifest")),
         top_k=snakemake.params.top_k,
         output=snakemake.output.run,
         log=log,

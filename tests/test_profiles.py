@@ -1,0 +1,115 @@
+"""The cluster profiles and the container image: what each must hold, and dry-runs of the paper config.
+
+Docker and a cluster cannot run here, so the Dockerfile and the Kubernetes policy are checked for
+the parts the workflow relies on, and both profiles dry-run the paper config with their executor
+plugins installed (conda replaced by env-modules, which no rule uses, since conda is not installed).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import snakemake_cmd
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _yaml(path: str) -> dict:
+    return yaml.safe_load((REPO / path).read_text())
+
+
+def _gpu_rules() -> set[str]:
+    """Rules whose `resources:` (or whose script's lease) may ask for GPUs."""
+    rules = set()
+    for smk in (REPO / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule |localrule )", smk.read_text()):
+            name = re.match(r"(?:local)?rule (\w+):", block)
+            if name and re.search(r"^\s+gpu=", block, re.M):
+                rules.add(name.group(1))
+    return rules
+
+
+def test_slurm_profile_partitions_and_threads():
+    profile = _yaml("profiles/slurm/config.yaml")
+    defaults = profile["default-resources"]
+    assert defaults["slurm_partition"] == "cpu"
+    # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
+    assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
+    gpu_rules = _gpu_rules()
+    assert {"answer_candidates", "answer_gold", "answer_transfer", "encode_corpus_shard", "retrieve"} <= gpu_rules
+    sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
+    assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
+    assert all("cpus_per_task" not in res for res in profile["set-resources"].values())
+
+
+def test_kubernetes_profile_image_and_volume_fit_together():
+    profile = _yaml("profiles/kubernetes/config.yaml")
+    assert profile["executor"] == "kubernetes" and profile["container-image"]
+    (volume,) = profile["kubernetes-persistent-volumes"]
+    claim, mount = volume.split(":")
+    assert claim and mount.startswith("/")
+    # Declared files, weights and the generation store all live on the one volume.
+    assert profile["default-storage-provider"] == "fs" and profile["default-storage-prefix"].startswith(mount + "/")
+    settings = dict(item.split("=", 1) for item in profile["config"])
+    assert settings["models_dir"].startswith(mount + "/") and settings["store_dir"].startswith(mount + "/")
+    assert profile["default-resources"]["gpu_manufacturer"] == "nvidia"
+
+    dockerfile = (REPO / "containers" / "Dockerfile").read_text()
+    base = re.search(r"^FROM (\S+)", dockerfile, re.M).group(1)
+    assert ":" in base and not base.endswith(":latest"), "pin the base image"
+    assert "snakemake-executor-plugin-kubernetes" in dockerfile and "snakemake-storage-plugin-fs" in dockerfile
+    assert "rsync" in dockerfile and "COPY envs/ envs/" in dockerfile
+    # The environments are created where the profile looks for them, for both configs.
+    creates = re.findall(r"--conda-create-envs-only --conda-prefix (\S+)", dockerfile)
+    assert len(creates) == 2 and set(creates) == {profile["conda-prefix"]}
+    assert "--configfile config/paper.yaml" in dockerfile
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".venv", ".venv-*", "results", "resources"} <= set(ignored)
+
+
+def test_kubernetes_dev_shm_policy_matches_the_plugin_s_pods():
+    policy = _yaml("profiles/kubernetes/dshm-policy.yaml")
+    (rule,) = policy["spec"]["rules"]
+    match = rule["match"]["any"][0]["resources"]
+    assert match["kinds"] == ["Pod"] and match["names"] == ["snakejob-*"]
+    assert match["namespaces"] == [_yaml("profiles/kubernetes/config.yaml")["kubernetes-namespace"]]
+    spec = rule["mutate"]["patchStrategicMerge"]["spec"]
+    (volume,) = spec["volumes"]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    (container,) = spec["containers"]
+    assert container["(name)"] == "snakemake"  # the container name the plugin gives every job
+    assert container["volumeMounts"] == [{"name": volume["name"], "mountPath": "/dev/shm"}]
+
+
+def _dry_run(*args: str) -> str:
+    out = subprocess.run(
+        snakemake_cmd("-n", "--configfile", "config/paper.yaml", "--sdm", "env-modules", *args),
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
+    return out.stdout + out.stderr
+
+
+def _total(text: str) -> int:
+    return int(re.search(r"^total\s+(\d+)$", text, re.M).group(1))
+
+
+@pytest.mark.slow
+def test_paper_config_dry_runs_with_the_slurm_profile():
+    text = _dry_run("--profile", "profiles/slurm")
+    assert _total(text) == 300 and "rule answer_candidates" in text
+
+
+@pytest.mark.slow
+def test_paper_config_dry_runs_with_the_kubernetes_profile(tmp_path):
+    # The storage prefix (the volume in a real run) holds the workflow's own input files.
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "prompts.yaml", tmp_path / "config")
+    text = _dry_run("--profile", "profiles/kubernetes", "--default-storage-prefix", str(tmp_path))
+    assert _total(text) == 300 and f"{tmp_path}/resources/models/qwen3-32b/manifest.json" in text

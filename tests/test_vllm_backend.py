@@ -1,0 +1,166 @@
+"""The vLLM backend without a GPU: a stand-in ``vllm`` module records what the backend asks of it.
+
+``tests/test_vllm_contract.py`` checks the same arguments against the real vLLM (make vllm-contract).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from llm_utility.generation import load_generator
+from llm_utility.generation.vllm_backend import engine_kwargs, sampling_kwargs, scoring_sampling_kwargs
+from llm_utility.gpu import lease_gpus
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
+SPEC = {
+    "backend": "vllm",
+    "weights": {"hub": "org/tiny", "revision": "a" * 40},
+    "prompt_format": "chat",
+    "gpu": 2,
+    "max_model_len": 4096,
+    "gpu_memory_utilization": 0.85,
+    "max_num_seqs": 64,
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> dict:
+    """A materialized-looking folder with a word-level tokenizer and a chat template (no weights needed)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    root = tmp_path_factory.mktemp("tiny")
+    words = ["<unk>", "<s>", "</s>", "what", "is", "the", "capital", "of", "france", "?", "paris"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(root / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "chat_template": "<s>{% for m in messages %}{{ m.content }} {% endfor %}",
+    }
+    (root / "tokenizer_config.json").write_text(json.dumps(config))
+    return {"slug": "tiny", "backend": "vllm", "load_path": str(root), "fingerprint": "hub:org/tiny@" + "a" * 40}
+
+
+class StandIn:
+    """A ``vllm`` module: records engine and sampling arguments, the environment the engine starts in,
+    and shutdowns."""
+
+    def __init__(self):
+        self.calls: dict = {"shutdowns": 0}
+        calls = self.calls
+
+        class SamplingParams:
+            def __init__(self, **kw):
+                calls["sampling"] = kw
+
+        class EngineCore:
+            def shutdown(self):
+                calls["shutdowns"] += 1
+
+        class LLM:
+            def __init__(self, **kw):
+                main = sys.modules["__main__"]
+                calls["engine"] = kw
+                calls["start_method"] = os.environ.get("VLLM_WORKER_MULTIPROC_METHOD")
+                calls["main_visible"] = getattr(main, "__file__", None) or getattr(main, "__spec__", None)
+                self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
+
+            def generate(self, requests, params, use_tqdm=True):
+                calls["requests"] = requests
+                out = types.SimpleNamespace
+                return [out(outputs=[out(text=f" answer {i}\nmore")]) for i in range(len(requests))]
+
+        self.module = types.SimpleNamespace(__version__="0.33.0", LLM=LLM, SamplingParams=SamplingParams)
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    fake = StandIn()
+    monkeypatch.setitem(sys.modules, "vllm", fake.module)
+    monkeypatch.delenv("VLLM_WORKER_MULTIPROC_METHOD", raising=False)
+    return fake
+
+
+def test_engine_and_sampling_arguments():
+    assert engine_kwargs("/m", SPEC, "bfloat16") == {
+        "model": "/m",
+        "tensor_parallel_size": 2,
+        "dtype": "bfloat16",
+        "enable_prefix_caching": True,
+        "seed": 0,
+        "gpu_memory_utilization": 0.85,
+        "max_model_len": 4096,
+        "max_num_seqs": 64,
+    }
+    minimal = engine_kwargs("/m", {"gpu": 1}, "float16")
+    assert "max_num_seqs" not in minimal and "max_model_len" not in minimal and "gpu_memory_utilization" not in minimal
+    assert "revision" not in minimal  # the folder is the pinned commit
+    assert sampling_kwargs(12, ["\n", ""]) == {"temperature": 0.0, "max_tokens": 12, "stop": ["\n"]}
+    assert sampling_kwargs(5)["stop"] is None
+    assert scoring_sampling_kwargs(1) == {"temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 1}
+
+
+def test_engine_starts_spawn_safe_and_keys_include_version_and_tp(tiny_model, standin):
+    gen = load_generator(tiny_model, SPEC)
+    assert gen.store_key_extras() == {"vllm": "0.33.0", "tensor_parallel_size": 2}
+    assert not gen.loaded and "engine" not in standin.calls  # nothing started before a prompt misses
+    prompts = [gen.render("what is the capital of france ?")]
+    assert gen.generate(prompts, max_new_tokens=12, stop=["\n"]) == ["answer 0"]
+    assert standin.calls["engine"] == engine_kwargs(tiny_model["load_path"], gen.spec, "bfloat16")
+    assert standin.calls["sampling"] == sampling_kwargs(12, ["\n"])
+    assert standin.calls["requests"] == [{"prompt_token_ids": gen.encode(prompts[0])}]
+    assert gen.encode(prompts[0]).count(gen.tokenizer.bos_token_id) == 1  # the template wrote it
+    # Workers are spawned, and cannot see the job script to re-run it; afterwards it is back.
+    assert standin.calls["start_method"] == "spawn" and standin.calls["main_visible"] is None
+    main = sys.modules["__main__"]
+    assert getattr(main, "__file__", None) or getattr(main, "__spec__", None)
+    gen.close()
+    gen.close()
+    assert standin.calls["shutdowns"] == 1 and not gen.loaded
+
+
+def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with lease_gpus(2, tmp_path, n_devices=2):
+        gen = load_generator(tiny_model, SPEC)
+        gen.generate([gen.render("paris")], max_new_tokens=4)
+        assert standin.calls["shutdowns"] == 0
+    assert standin.calls["shutdowns"] == 1 and not gen.loaded
+
+
+# A job script as Snakemake runs one (no __main__ guard) that starts a spawned child, as vLLM does.
+JOB = """
+import multiprocessing, os, sys
+with open(sys.argv[1], "a") as fh:
+    fh.write("job ran\\n")
+from llm_utility.generation.vllm_backend import _main_script_hidden
+hide = _main_script_hidden() if sys.argv[2] == "hidden" else __import__("contextlib").nullcontext()
+with hide:
+    child = multiprocessing.get_context("spawn").Process(target=os.getpid)
+    child.start()
+    child.join()
+print(child.exitcode)
+"""
+
+
+@pytest.mark.parametrize("mode", ["hidden", "visible"])
+def test_a_spawned_worker_never_reruns_the_job_script(tmp_path, mode):
+    script, counter = tmp_path / "job.py", tmp_path / "runs.txt"
+    script.write_text(JOB)
+    out = subprocess.run([sys.executable, str(script), str(counter), mode], capture_output=True, text=True, env=CHILD_ENV, timeout=120)
+    runs = counter.read_text().count("job ran")
+    if mode == "hidden":
+        assert out.returncode == 0 and out.stdout.strip() == "0" and runs == 1, out.stderr
+    else:  # what the hiding prevents: the child re-ran the whole script before failing
+        assert runs == 2
