@@ -22,7 +22,6 @@ from llm_utility.method.judgments import (
 from llm_utility.method.rankings import RANKING_METHODS  # noqa: E402
 from llm_utility.workflow import check_config, figure1_dataset, input_key  # noqa: E402
 
-
 # HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
 # variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
 os.environ.setdefault("HF_TOKEN", "")
@@ -46,6 +45,7 @@ PASSAGES = "results/corpora/{corpus}/passages.parquet"
 RUN = "results/{dataset}/{retriever}/run.parquet"
 CANDIDATES = "results/{dataset}/candidates.parquet"
 MANIFEST = "resources/models/{llm}/manifest.json"
+RETRIEVER_MANIFEST = "resources/retrievers/{retriever}/manifest.json"
 ANSWERS = "results/{dataset}/{llm}/answers/{context}.parquet"
 GOLD = "results/{dataset}/{llm}/gold_{candidates}.parquet"
 KNOWN = "results/{dataset}/{llm}/known.parquet"
@@ -417,3 +417,15 @@ def external_runs():
         for path in sorted(Path("resources/runs", d).glob("*.trec")):
             found[input_key("runs", d, path.stem)] = str(path)
     return found
+
+
+# --- what each job asks a scheduler for (config `resources`; an LLM's own mem_mb/runtime first) ----
+RESOURCES = config["resources"]
+
+
+def llm_mem_mb(wildcards):
+    return llm_cfg(wildcards)["mem_mb"] or RESOURCES["llm"]["mem_mb"]
+
+
+def llm_runtime(wildcards):
+    return llm_cfg(wildcards)["runtime"] or RESOURCES["llm"]["runtime"]

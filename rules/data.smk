@@ -20,6 +20,9 @@ if DOWNLOADS:
         retries: 1
         conda:
             "../envs/base.yaml"
+        resources:
+            mem_mb=RESOURCES["download"]["mem_mb"],
+            runtime=RESOURCES["download"]["runtime"],
         params:
             spec=lambda wc: DOWNLOADS[wc.download],
             retries=config["downloads"]["retries"],
@@ -38,6 +41,9 @@ if MISSING:
             "logs/missing_data_file/{missing}.log",
         wildcard_constraints:
             missing=_alternatives_or_none(MISSING),
+        resources:
+            mem_mb=RESOURCES["light"]["mem_mb"],
+            runtime=RESOURCES["light"]["runtime"],
         params:
             message=lambda wc: MISSING[wc.missing],
         script:
@@ -58,7 +64,8 @@ rule chunk_corpus_shard:
     conda:
         "../envs/base.yaml"
     resources:
-        mem_mb=4000,
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         n_shards=lambda wc: config["corpora"][wc.corpus]["shards"],
         words=lambda wc: config["corpora"][wc.corpus]["passage_words"],
@@ -78,7 +85,8 @@ rule prepare_corpus:
     conda:
         "../envs/base.yaml"
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         corpus=lambda wc: config["corpora"][wc.corpus],
         seed=config["seed"],
@@ -97,6 +105,9 @@ rule corpus_spans:
         corpus=_alternatives_or_none(KILT_CORPORA),
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     script:
         "../workflow/scripts/corpus_spans.py"
 
@@ -115,7 +126,8 @@ rule load_queries:
     conda:
         "../envs/base.yaml"
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         dataset=dataset_cfg,
     script:
@@ -138,8 +150,10 @@ rule extract_answers:
         dataset=_alternatives_or_none(MSMARCO_QA),
     conda:
         lambda wc: f"../envs/llm-{extractor_cfg(wc)['backend']}.yaml"
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=lambda wc: extractor_cfg(wc)["mem_mb"] or RESOURCES["llm"]["mem_mb"],
+        runtime=lambda wc: extractor_cfg(wc)["runtime"] or RESOURCES["llm"]["runtime"],
         gpu=lambda wc: extractor_cfg(wc)["gpu"],
     params:
         spec=extractor_cfg,
@@ -163,7 +177,8 @@ rule map_human_passages:
     conda:
         "../envs/base.yaml"
     resources:
-        mem_mb=8000,
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         corpus=corpus_of,
         rule=lambda wc: mapping_rule(wc.dataset),
@@ -180,6 +195,9 @@ rule prepare_queries:
         "logs/prepare_queries/{dataset}.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         dataset=dataset_cfg,
         seed=config["seed"],
@@ -208,6 +226,9 @@ rule table6:
         "logs/table6.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         datasets=DATASETS,
         corpora=[config["datasets"][d]["corpus"] for d in DATASETS],

@@ -17,6 +17,9 @@ rule materialize_model:
     localrule: True
     conda:
         materialize_conda_env
+    resources:
+        mem_mb=RESOURCES["download"]["mem_mb"],
+        runtime=RESOURCES["download"]["runtime"],
     params:
         spec=llm_cfg,
         weights_dir=lambda wc: (
@@ -38,6 +41,9 @@ rule candidate_passages:
         "logs/candidate_passages/{dataset}.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["data"]["mem_mb"],
+        runtime=RESOURCES["data"]["runtime"],
     params:
         top_k=config["top_k"],
     script:
@@ -59,8 +65,10 @@ rule answer_candidates:
         "benchmarks/out/answer_candidates/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=llm_mem_mb,
+        runtime=llm_runtime,
         gpu=gpus_of_llm,
     params:
         spec=llm_cfg,

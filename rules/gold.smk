@@ -15,5 +15,8 @@ rule gold_sets:
         "logs/gold_sets/{dataset}/{llm}.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/gold_sets.py"

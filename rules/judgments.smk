@@ -40,8 +40,10 @@ rule judge:
         method="|".join(SELECTION_METHODS),
     conda:
         llm_conda_env
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=llm_mem_mb,
+        runtime=llm_runtime,
         gpu=gpus_of_llm,
     params:
         spec=judge_spec,
@@ -79,6 +81,9 @@ rule rank_retriever:
         "logs/rank/{dataset}/{llm}/retriever.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         max_queries=JUDGE["max_queries"],
     script:
@@ -104,8 +109,10 @@ rule rank:
         method="listwise|listwise_pa|likelihood|attention",
     conda:
         ranking_conda_env
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=llm_mem_mb,
+        runtime=llm_runtime,
         gpu=gpus_of_llm,
     params:
         spec=llm_cfg,
@@ -146,8 +153,10 @@ rule perplexity:
         "benchmarks/out/perplexity/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=llm_mem_mb,
+        runtime=llm_runtime,
         gpu=gpus_of_llm,
     params:
         spec=llm_cfg,
@@ -166,5 +175,8 @@ rule qrels:
         "logs/qrels/{dataset}/{llm}/{candidates}.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/qrels.py"

@@ -29,6 +29,9 @@ rule table1:
         "logs/table1.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/table1.py"
 
@@ -48,6 +51,9 @@ rule empty_answers:
         "logs/empty_answers.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/empty_answers.py"
 
@@ -66,6 +72,9 @@ rule figure_topk:
         "logs/figure_topk.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         style=config["figures"],
     script:
@@ -89,6 +98,9 @@ rule figure_transfer:
         figure="|".join(TRANSFER_FIGURES),
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         candidates=lambda wc: TRANSFER_FIGURES[wc.figure]["candidates"],
         llms=LLMS,
@@ -113,6 +125,9 @@ rule figure_overlap:
         "logs/figure_overlap.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         llms=LLMS,
         style=config["figures"],
@@ -149,6 +164,9 @@ rule table2:
         "logs/table2.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/table2.py"
 
@@ -169,6 +187,9 @@ rule table3:
         "logs/table3.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/table3.py"
 
@@ -185,6 +206,9 @@ rule table4:
         "logs/table4.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         k=RANK["k"],
     script:
@@ -202,6 +226,9 @@ rule table5:
         "logs/table5.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         note=(
             ""
@@ -224,6 +251,9 @@ rule table7:
         "logs/table7.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/table7.py"
 
@@ -245,6 +275,9 @@ rule table8:
         "logs/table8.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     script:
         "../workflow/scripts/table8.py"
 
@@ -267,6 +300,9 @@ rule figure9:
         "logs/figure9.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         llms=LLMS,
         method=FIGURE9_METHOD,
@@ -292,6 +328,9 @@ rule figure4:
         "logs/figure4.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         style=config["figures"],
     script:
@@ -311,6 +350,9 @@ rule external_runs:
         "logs/external_runs.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         k=RANK["k"],
     script:

@@ -8,7 +8,7 @@
 # jobs load them offline. A local rule, like materialize_model: it needs the network.
 rule materialize_retriever:
     output:
-        manifest="resources/retrievers/{retriever}/manifest.json",
+        manifest=RETRIEVER_MANIFEST,
     log:
         "logs/materialize_retriever/{retriever}.log",
     benchmark:
@@ -16,6 +16,9 @@ rule materialize_retriever:
     localrule: True
     conda:
         encoder_conda_env
+    resources:
+        mem_mb=RESOURCES["download"]["mem_mb"],
+        runtime=RESOURCES["download"]["runtime"],
     params:
         spec=retriever_cfg,
         weights_dir=lambda wc: (
@@ -30,6 +33,7 @@ rule materialize_retriever:
 rule encode_corpus_shard:
     input:
         passages=PASSAGES,
+        manifest=RETRIEVER_MANIFEST,
     output:
         embeddings="results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
     log:
@@ -38,8 +42,10 @@ rule encode_corpus_shard:
         "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{shard}.tsv"
     conda:
         encoder_conda_env
-    threads: 2
+    threads: 4
     resources:
+        mem_mb=RESOURCES["encode"]["mem_mb"],
+        runtime=RESOURCES["encode"]["runtime"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
         encoder=retriever_cfg,
@@ -59,9 +65,14 @@ rule build_index:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
     conda:
         "../envs/encode.yaml"
-    threads: 2
+    threads: 16
+    resources:
+        gpu=lambda wc: retriever_cfg(wc)["gpu"],
+        mem_mb=RESOURCES["index"]["mem_mb"],
+        runtime=RESOURCES["index"]["runtime"],
     params:
         index_factory=lambda wc: retriever_cfg(wc)["index_factory"],
+        train_sample=lambda wc: retriever_cfg(wc)["train_sample"],
     script:
         "../workflow/scripts/build_index.py"
 
@@ -71,14 +82,17 @@ rule retrieve:
         queries=QUERIES,
         passages=passages_of_dataset,
         index=index_of_dataset,
+        manifest=lambda wc: fill(RETRIEVER_MANIFEST, retriever=wc.retriever),
     output:
         run=RUN,
     log:
         "logs/retrieve/{dataset}/{retriever}.log",
     conda:
         encoder_conda_env
-    threads: 2
+    threads: 8
     resources:
+        mem_mb=RESOURCES["retrieve"]["mem_mb"],
+        runtime=RESOURCES["retrieve"]["runtime"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
         encoder=retriever_cfg,
@@ -98,6 +112,9 @@ rule retrieval_table:
         "logs/retrieval_table.log",
     conda:
         "../envs/base.yaml"
+    resources:
+        mem_mb=RESOURCES["light"]["mem_mb"],
+        runtime=RESOURCES["light"]["runtime"],
     params:
         top_k=config["top_k"],
     script:

@@ -25,13 +25,16 @@ def _yaml(path: str) -> dict:
 
 
 def _gpu_rules() -> set[str]:
-    """Rules whose `resources:` (or whose script's lease) may ask for GPUs."""
-    rules = set()
+    """Rules whose `resources:` may ask for GPUs, and the rules made from them with `use rule`."""
+    rules, children = set(), []
     for smk in (REPO / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=rule |localrule )", smk.read_text()):
-            name = re.match(r"(?:local)?rule (\w+):", block)
+        text = smk.read_text()
+        for block in re.split(r"\n(?=\s*rule |localrule )", text):
+            name = re.match(r"\s*(?:local)?rule (\w+):", block)
             if name and re.search(r"^\s+gpu=", block, re.M):
                 rules.add(name.group(1))
+        children += re.findall(r"^use rule (\w+) as (\w+)", text, re.M)
+    rules |= {child for parent, child in children if parent in rules}
     return rules
 
 
@@ -42,7 +45,7 @@ def test_slurm_profile_partitions_and_threads():
     # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
     assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
     gpu_rules = _gpu_rules()
-    assert {"answer_candidates", "answer_gold", "answer_transfer", "encode_corpus_shard", "retrieve"} <= gpu_rules
+    assert {"answer_candidates", "answer_gold_U", "answer_selected", "judge", "rank", "encode_corpus_shard", "retrieve"} <= gpu_rules
     sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
     assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
     assert all("cpus_per_task" not in res for res in profile["set-resources"].values())
@@ -100,16 +103,22 @@ def _total(text: str) -> int:
     return int(re.search(r"^total\s+(\d+)$", text, re.M).group(1))
 
 
+@pytest.fixture(scope="module")
+def plain_total() -> int:
+    """The paper DAG's job count without a cluster profile."""
+    return _total(_dry_run())
+
+
 @pytest.mark.slow
-def test_paper_config_dry_runs_with_the_slurm_profile():
+def test_paper_config_dry_runs_with_the_slurm_profile(plain_total):
     text = _dry_run("--profile", "profiles/slurm")
-    assert _total(text) == 300 and "rule answer_candidates" in text
+    assert _total(text) == plain_total and "rule answer_candidates" in text and "rule judge" in text
 
 
 @pytest.mark.slow
-def test_paper_config_dry_runs_with_the_kubernetes_profile(tmp_path):
+def test_paper_config_dry_runs_with_the_kubernetes_profile(tmp_path, plain_total):
     # The storage prefix (the volume in a real run) holds the workflow's own input files.
     (tmp_path / "config").mkdir()
     shutil.copy(REPO / "config" / "prompts.yaml", tmp_path / "config")
     text = _dry_run("--profile", "profiles/kubernetes", "--default-storage-prefix", str(tmp_path))
-    assert _total(text) == 300 and f"{tmp_path}/resources/models/qwen3-32b/manifest.json" in text
+    assert _total(text) == plain_total and f"{tmp_path}/resources/models/qwen3-32b/manifest.json" in text

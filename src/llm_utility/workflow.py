@@ -138,8 +138,9 @@ def store_root(config: Mapping[str, Any], llm: str) -> Path:
     return Path(config["store_dir"]) / llm
 
 
-def gpu_lock_dir(config: Mapping[str, Any]) -> Path:
-    return Path(config["gpu_lock_dir"])
+def gpu_lock_dir(config: Mapping[str, Any]) -> Path | None:
+    """The GPU lock folder; None: a node-local default (``llm_utility.gpu.default_lock_dir``)."""
+    return Path(config["gpu_lock_dir"]) if config.get("gpu_lock_dir") else None
 
 
 # ---------------------------------------------------------------------------------------------------

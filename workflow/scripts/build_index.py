@@ -13,14 +13,15 @@ from llm_utility.logs import log_to
 log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (before FAISS initializes CUDA)
+from llm_utility.workflow import gpu_lock_dir  # noqa: E402
 
 # With `gpu` resources the index is trained on a GPU and its vectors assigned on all leased ones.
-with lease_gpus(snakemake.resources.get("gpu", 0), snakemake.params.get("gpu_lock_dir")):
+with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.retrieval.index import build_index
 
     build_index(
         list(snakemake.input.shards),
         snakemake.output.index,
         index_factory=snakemake.params.index_factory,
-        train_sample=snakemake.params.get("train_sample"),
+        train_sample=snakemake.params.train_sample,
     )

@@ -21,8 +21,8 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.retrieval.encoders import encode_corpus_shard, load_encoder, materialized_spec
 
     torch.set_num_threads(snakemake.threads)
-    # With the retriever's manifest as an input, the weights come from resources/, offline.
-    encoder = load_encoder(materialized_spec(snakemake.params.encoder, snakemake.input.get("manifest")))
+    # The retriever's manifest: the weights come from resources/, offline.
+    encoder = load_encoder(materialized_spec(snakemake.params.encoder, snakemake.input.manifest))
     encode_corpus_shard(
         encoder,
         snakemake.input.passages,

@@ -26,8 +26,8 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         queries=snakemake.input.queries,
         passages=snakemake.input.passages,
         index=snakemake.input.index,
-        # With the retriever's manifest as an input, the weights come from resources/, offline.
-        encoder_spec=materialized_spec(snakemake.params.encoder, snakemake.input.get("manifest")),
+        # The retriever's manifest: the weights come from resources/, offline.
+        encoder_spec=materialized_spec(snakemake.params.encoder, snakemake.input.manifest),
         top_k=snakemake.params.top_k,
         output=snakemake.output.run,
         log=log,
