@@ -24,9 +24,11 @@ include: "rules/generation.smk"
 include: "rules/gold.smk"
 include: "rules/judgments.smk"
 include: "rules/report.smk"
+include: "rules/findings.smk"
 
 
 rule all:
     default_target: True
     input:
         all_targets(),
+        findings_targets(),

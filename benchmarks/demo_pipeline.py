@@ -62,22 +62,25 @@ def stage_times(log_text: str) -> dict[str, float]:
 
 
 def store_stats(logs: Path) -> dict[str, dict[str, float]]:
+    """Calls made and served, tokens and seconds per model and kind, from every job's store_stats line."""
     per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for log in logs.glob("answer_*/**/*.log"):
+    for log in logs.rglob("*.log"):
         for m in re.finditer(r"store_stats (\{.*\})", log.read_text()):
             s = json.loads(m.group(1))
-            for key in ("made", "served", "generate_seconds"):
-                per_model[s["llm"]][key] += s[key]
+            for kind, c in s["calls"].items():
+                for key in ("made", "served", "seconds", "prompt_tokens"):
+                    per_model[s["llm"]][f"{kind}_{key}"] += c[key]
+                    per_model[s["llm"]][key] += c[key]
             per_model[s["llm"]]["jobs"] += 1
     return {k: dict(v) for k, v in per_model.items()}
 
 
 def store_rows(store_dir: Path) -> dict[str, int]:
-    rows = {}
-    for db in sorted(store_dir.glob("*.sqlite")):
-        with sqlite3.connect(db) as con:
-            rows[db.stem] = con.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
-    return rows
+    """Distinct calls in each model's store (every shard)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from llm_utility.generation.store import count_rows
+
+    return {root.name: count_rows(root) for root in sorted(p for p in store_dir.iterdir() if p.is_dir())} if store_dir.exists() else {}
 
 
 def dry_run_jobs(*args: str) -> dict[str, int]:
@@ -95,9 +98,15 @@ def batch_invariance(config: dict, sample: int | None) -> dict[str, dict]:
 
     report = {}
     for slug, spec in config["llms"].items():
-        db = REPO / config["store_dir"] / f"{slug}.sqlite"
-        with sqlite3.connect(db) as con:
-            rows = con.execute("SELECT prompt, output, params FROM generations ORDER BY key").fetchall()
+        rows = []
+        for db in sorted((REPO / config["store_dir"] / slug).glob("*.sqlite")):
+            with sqlite3.connect(db) as con:
+                rows += con.execute("SELECT prompt, value, params FROM calls WHERE kind = 'generate' ORDER BY key").fetchall()
+        from llm_utility.workflow import with_defaults
+
+        spec = with_defaults("llms", spec)
+        # The answer calls (the LLM's own decoding limit); judgments have other limits.
+        rows = [r for r in rows if json.loads(r[2])["max_new_tokens"] == spec["max_new_tokens"]]
         if sample:
             rows = rows[:sample]
         gen = load_generator(REPO / "resources" / "models" / slug / "manifest.json", spec)
@@ -107,7 +116,7 @@ def batch_invariance(config: dict, sample: int | None) -> dict[str, dict]:
         t_single = time.perf_counter() - t0
         t0 = time.perf_counter()
         prompts = [p for p, _, _ in rows]
-        bs = spec.get("batch_size", 8)
+        bs = spec["batch_size"]
         order = sorted(range(len(prompts)), key=lambda i: -len(gen.encode(prompts[i])))
         for i in range(0, len(order), bs):
             gen.generate([prompts[j] for j in order[i : i + bs]], params["max_new_tokens"], params["stop"])
@@ -151,7 +160,8 @@ def main() -> None:
             "unique_prompts": rows.get(slug, 0),
             "made_equals_unique": int(s["made"]) == rows.get(slug, 0),
             "jobs": int(s["jobs"]),
-            "prompts_per_s": round(s["made"] / s["generate_seconds"], 2) if s["generate_seconds"] else None,
+            "by_kind": {k: int(v) for k, v in s.items() if k.endswith(("_made", "_served"))},
+            "calls_per_s": round(s["made"] / s["seconds"], 2) if s["seconds"] else None,
         }
         for slug, s in stats.items()
     }

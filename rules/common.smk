@@ -429,3 +429,114 @@ def llm_mem_mb(wildcards):
 
 def llm_runtime(wildcards):
     return llm_cfg(wildcards)["runtime"] or RESOURCES["llm"]["runtime"]
+
+
+# --- the findings stage (rules/findings.smk) ------------------------------------------------------
+# Bootstrap settings of every interval (Table 1, the judgment tables, findings.json). The tables get
+# INTERVALS: None when report.intervals is off (the paper's exact layout).
+BOOTSTRAP = {
+    k: config["report"][k] for k in ("resamples", "bootstrap_seed", "confidence")
+}
+INTERVALS = BOOTSTRAP if config["report"]["intervals"] else None
+
+
+def families():
+    return {llm: config["llms"][llm]["family"] for llm in LLMS}
+
+
+def findings_inputs():
+    """Everything a finding reads: Table 1's and the transfer answers, gold sets, known flags,
+    queries, perplexity, Table 2's judgments and the attention/retriever rankings (where configured).
+    """
+    contexts = TABLE1_CONTEXTS + gold_contexts("C") + gold_contexts("U")
+    rankings = [m for m in ("retriever", "attention") if m in RANK["methods"]]
+    return {
+        **answers_inputs(DATASETS, lambda llm: contexts),
+        **gold_inputs(DATASETS),
+        **known_inputs(),
+        **queries_inputs(DATASETS),
+        **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
+        **keyed_per_llm(
+            "judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]
+        ),
+        **keyed_per_llm("rankings", RANKINGS, DATASETS, lambda d, llm: rankings),
+    }
+
+
+def transfer_unknown_inputs(wildcards):
+    contexts = ["human"] + gold_contexts(wildcards.candidates)
+    return {**answers_inputs(DATASETS, lambda llm: contexts), **known_inputs()}
+
+
+# The model jobs the other targets run, as (rule, wildcards): the cost table's rows. Each must be a
+# job the DAG runs anyway (the cost rule asks for their outputs); tests/test_workflow_dryrun.py
+# checks that the cost table schedules exactly the model jobs of the full DAG.
+def _judged_methods(dataset, llm):
+    """Table 2's, the rag and thinking methods, Table 8's pair and Table 5's counterparts."""
+    methods = judgment_methods_of(dataset, llm) + ["listwise_pa", "listwise_pa_reject"]
+    return list(dict.fromkeys(methods + table5_methods(dataset, llm)))
+
+
+def model_jobs():
+    pairs = [{"dataset": d, "llm": llm} for d in DATASETS for llm in LLMS]
+    jobs = [("materialize_model", {"llm": llm}) for llm in LLMS]
+    for name in ("answer_candidates", "answer_gold_C", "answer_gold_U"):
+        jobs += [(name, wc) for wc in pairs]
+    for wc in pairs:
+        methods = _judged_methods(wc["dataset"], wc["llm"])
+        if any(selection_method(m).pseudo_context == "topk_think" for m in methods):
+            jobs.append(("answer_thinking", wc))
+        jobs += [("judge", {**wc, "method": m}) for m in methods]
+    if JUDGE["rag_methods"]:
+        jobs += [("answer_selected", wc) for wc in pairs]
+    ranked = [
+        m
+        for m in dict.fromkeys(RANK["methods"] + RANK["rag_methods"])
+        if m != "retriever"
+    ]
+    for wc in pairs:
+        jobs += [("rank", {**wc, "method": m}) for m in ranked]
+    if RANK["rag_methods"]:
+        jobs += [("answer_reranked", wc) for wc in pairs]
+    jobs += [("perplexity", wc) for wc in pairs]
+    return jobs
+
+
+def _filled(pattern, wildcards):
+    return expand(str(pattern), **wildcards)[0] if pattern else None
+
+
+def model_job_outputs():
+    return [_filled(getattr(rules, name).output[0], wc) for name, wc in model_jobs()]
+
+
+def model_job_records():
+    """rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's
+    own log: and benchmark: patterns (``rules.<name>``), so the cost table never rebuilds a path.
+    """
+    return [
+        {
+            "rule": name,
+            "wildcards": wc,
+            "log": _filled(getattr(rules, name).log[0], wc),
+            "benchmark": _filled(getattr(rules, name).benchmark, wc),
+        }
+        for name, wc in model_jobs()
+    ]
+
+
+def results_config():
+    """The validated config without the operational settings (where the store and GPU locks live),
+    which change no result."""
+    return {k: v for k, v in config.items() if k not in ("store_dir", "gpu_lock_dir")}
+
+
+def findings_targets():
+    return [
+        "results/findings.json",
+        f"{TABLES}/findings.md",
+        f"{TABLES}/cost.md",
+        f"{TABLES}/transfer_unknown_both_U.md",
+        f"{TABLES}/transfer_unknown_both_C.md",
+        "results/config.yaml",
+    ]

@@ -23,7 +23,11 @@ rule table1:
         **queries_inputs(DATASETS),
     output:
         csv=f"{TABLES}/table1_rag.csv",
-        md=f"{TABLES}/table1_rag.md",
+        md=report(
+            f"{TABLES}/table1_rag.md",
+            caption="../report/table1.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table1_rag.tex",
     log:
         "logs/table1.log",
@@ -32,6 +36,8 @@ rule table1:
     resources:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
+    params:
+        intervals=INTERVALS,
     script:
         "../workflow/scripts/table1.py"
 
@@ -46,7 +52,11 @@ rule empty_answers:
         ),
     output:
         csv=f"{TABLES}/empty_answers.csv",
-        md=f"{TABLES}/empty_answers.md",
+        md=report(
+            f"{TABLES}/empty_answers.md",
+            caption="../report/empty_answers.rst",
+            category="2 Tables",
+        ),
     log:
         "logs/empty_answers.log",
     conda:
@@ -65,7 +75,7 @@ rule figure_topk:
         png=report(
             f"{FIGURES}/fig1_left_topk.png",
             caption="../report/fig1_left.rst",
-            category="Figures",
+            category="3 Figures",
         ),
         pdf=f"{FIGURES}/fig1_left_topk.pdf",
     log:
@@ -88,7 +98,7 @@ rule figure_transfer:
         png=report(
             f"{FIGURES}/{{figure}}.png",
             caption="../report/transfer.rst",
-            category="Figures",
+            category="3 Figures",
         ),
         pdf=f"{FIGURES}/{{figure}}.pdf",
         csv=f"{TABLES}/{{figure}}.csv",
@@ -117,7 +127,7 @@ rule figure_overlap:
         png=report(
             f"{FIGURES}/fig3_overlap.png",
             caption="../report/fig3_overlap.rst",
-            category="Figures",
+            category="3 Figures",
         ),
         pdf=f"{FIGURES}/fig3_overlap.pdf",
         csv=f"{TABLES}/fig3_overlap.csv",
@@ -158,7 +168,11 @@ rule table2:
         **gold_C_inputs(),
     output:
         csv=f"{TABLES}/table2_selection.csv",
-        md=f"{TABLES}/table2_selection.md",
+        md=report(
+            f"{TABLES}/table2_selection.md",
+            caption="../report/table2.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table2_selection.tex",
     log:
         "logs/table2.log",
@@ -167,6 +181,8 @@ rule table2:
     resources:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
+    params:
+        intervals=INTERVALS,
     script:
         "../workflow/scripts/table2.py"
 
@@ -181,7 +197,11 @@ rule table3:
         **known_inputs(),
     output:
         csv=f"{TABLES}/table3_rag_selection.csv",
-        md=f"{TABLES}/table3_rag_selection.md",
+        md=report(
+            f"{TABLES}/table3_rag_selection.md",
+            caption="../report/table3.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table3_rag_selection.tex",
     log:
         "logs/table3.log",
@@ -190,6 +210,8 @@ rule table3:
     resources:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
+    params:
+        intervals=INTERVALS,
     script:
         "../workflow/scripts/table3.py"
 
@@ -200,7 +222,11 @@ rule table4:
         **gold_C_inputs(),
     output:
         csv=f"{TABLES}/table4_ranking.csv",
-        md=f"{TABLES}/table4_ranking.md",
+        md=report(
+            f"{TABLES}/table4_ranking.md",
+            caption="../report/table4.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table4_ranking.tex",
     log:
         "logs/table4.log",
@@ -210,6 +236,7 @@ rule table4:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
     params:
+        intervals=INTERVALS,
         k=RANK["k"],
     script:
         "../workflow/scripts/table4.py"
@@ -220,7 +247,11 @@ rule table5:
         **table5_inputs(),
     output:
         csv=f"{TABLES}/table5_thinking.csv",
-        md=f"{TABLES}/table5_thinking.md",
+        md=report(
+            f"{TABLES}/table5_thinking.md",
+            caption="../report/table5.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table5_thinking.tex",
     log:
         "logs/table5.log",
@@ -230,6 +261,7 @@ rule table5:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
     params:
+        intervals=INTERVALS,
         note=(
             ""
             if thinking_llms()
@@ -245,7 +277,11 @@ rule table7:
         **known_inputs(),
     output:
         csv=f"{TABLES}/table7_rag_reranked.csv",
-        md=f"{TABLES}/table7_rag_reranked.md",
+        md=report(
+            f"{TABLES}/table7_rag_reranked.md",
+            caption="../report/table7.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table7_rag_reranked.tex",
     log:
         "logs/table7.log",
@@ -254,6 +290,8 @@ rule table7:
     resources:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
+    params:
+        intervals=INTERVALS,
     script:
         "../workflow/scripts/table7.py"
 
@@ -269,7 +307,11 @@ rule table8:
         **gold_C_inputs(),
     output:
         csv=f"{TABLES}/table8_known_rejection.csv",
-        md=f"{TABLES}/table8_known_rejection.md",
+        md=report(
+            f"{TABLES}/table8_known_rejection.md",
+            caption="../report/table8.rst",
+            category="2 Tables",
+        ),
         tex=f"{TABLES}/table8_known_rejection.tex",
     log:
         "logs/table8.log",
@@ -278,6 +320,8 @@ rule table8:
     resources:
         mem_mb=RESOURCES["light"]["mem_mb"],
         runtime=RESOURCES["light"]["runtime"],
+    params:
+        intervals=INTERVALS,
     script:
         "../workflow/scripts/table8.py"
 
@@ -292,7 +336,7 @@ rule figure9:
         png=report(
             f"{FIGURES}/fig9_selection_transfer.png",
             caption="../report/fig9.rst",
-            category="Figures",
+            category="3 Figures",
         ),
         pdf=f"{FIGURES}/fig9_selection_transfer.pdf",
         csv=f"{TABLES}/fig9_selection_transfer.csv",
@@ -320,7 +364,7 @@ rule figure4:
         png=report(
             f"{FIGURES}/fig4_perplexity.png",
             caption="../report/fig4.rst",
-            category="Figures",
+            category="3 Figures",
         ),
         pdf=f"{FIGURES}/fig4_perplexity.pdf",
         csv=f"{TABLES}/fig4_perplexity.csv",
@@ -345,7 +389,11 @@ rule external_runs:
         **queries_inputs(DATASETS),
     output:
         csv=f"{TABLES}/external_runs.csv",
-        md=f"{TABLES}/external_runs.md",
+        md=report(
+            f"{TABLES}/external_runs.md",
+            caption="../report/external_runs.rst",
+            category="2 Tables",
+        ),
     log:
         "logs/external_runs.log",
     conda:

@@ -340,3 +340,67 @@ def test_a_prompt_that_does_not_fit_stops_the_job_before_any_call(run, tmp_path)
     assert not out.exists() and not list((tmp_path / "store").glob("*.sqlite"))  # nothing half-made
     stats = pipeline.answer_job(outputs={"topk": str(out)}, spec={**run["spec"], "max_passage_tokens": 50}, **common)
     assert stats["generate"]["made"] == 4 and out.exists()
+
+
+def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
+    """The findings-stage jobs read keyed inputs and write findings.json/.md/.html, the transfer
+    control tables, the cost table and the config; the tables carry intervals when asked."""
+    import yaml
+
+    from llm_utility.workflow import schema_defaults
+
+    t, ans = run["tmp"], run["ans"]
+    report_cfg = schema_defaults("report")
+    contexts = ("none", "topk", "union", "human") + tuple(f"gold_{c}_from_{s}" for c in "CU" for s in LLMS)
+    answers = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in contexts}
+    known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
+    gold = {(DATASET, llm, c): str(t / llm / f"gold_{c}.parquet") for llm in LLMS for c in "CU"}
+    judged = {(DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet") for llm in LLMS for m in ("pointwise", "listwise", "listwise_pa_reject")}
+    ranked = {(DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet") for llm in LLMS for m in ("retriever", "attention")}
+    out = {"json_path": str(tmp_path / "findings.json"), "md": str(tmp_path / "findings.md"), "html": str(tmp_path / "findings.html")}
+    entries = pipeline.findings_job(
+        answers=answers, known=known, gold=gold, queries={DATASET: str(run["queries"])},
+        perplexity={(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}, judgments=judged, rankings=ranked,
+        llms=list(LLMS), families={"std-a": "std", "std-b": None}, k=2, resampling=report_cfg, **out,
+    )
+    doc = json.loads((tmp_path / "findings.json").read_text())
+    assert doc["settings"]["resamples"] == report_cfg["resamples"] and len(doc["findings"]) == len(entries)
+    by_id = {e["id"]: e for e in doc["findings"]}
+    assert by_id["table1_gu_over_gc"]["status"] == "run" and len(by_id["table1_gu_over_gc"]["cells"]) == 2
+    assert by_id["same_family_overlap"]["status"] == "not run" and "share a family" in by_id["same_family_overlap"]["reason"]
+    assert by_id["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
+    assert {e["verdict"] for e in entries} <= {"holds", "reversed", "inconclusive", "not run"}
+    assert "| finding" in (tmp_path / "findings.md").read_text() and "<table" in (tmp_path / "findings.html").read_text()
+
+    pipeline.transfer_unknown_job(
+        answers={k: v for k, v in answers.items() if k[2] == "human" or k[2].startswith("gold_U")}, known=known,
+        llms=list(LLMS), candidates="U", csv=str(tmp_path / "tu.csv"), md=str(tmp_path / "tu.md"),
+    )
+    tu = pl.read_csv(tmp_path / "tu.csv")
+    assert tu.height == 6 and (tu["n_unknown_both"] <= tu["n_queries"]).all()
+
+    log = tmp_path / "judge.log"
+    log.write_text('x INFO llm_utility: store_stats {"llm": "std-a", "job": "j", "calls": {"generate": {"made": 3, "served": 1, "prompt_tokens": 30, "output_tokens": 6, "seconds": 0.5}}}\n')
+    bench = tmp_path / "judge.tsv"
+    bench.write_text("s\th:m:s\tmax_rss\n2.5\t0:00:02\t100.0\n")
+    jobs = [{"rule": "judge", "wildcards": {"dataset": DATASET, "llm": "std-a", "method": "listwise"}, "log": str(log), "benchmark": str(bench)}]
+    pipeline.cost_job(jobs=jobs, csv=str(tmp_path / "cost.csv"), md=str(tmp_path / "cost.md"))
+    cost = pl.read_csv(tmp_path / "cost.csv").row(0, named=True)
+    assert (cost["calls_made"], cost["calls_served"], cost["prompt_tokens"], cost["wall_seconds"]) == (3, 1, 30, 2.5)
+
+    pipeline.config_job(config={"seed": 13, "llms": {"std-a": {"family": "std"}}}, output=str(tmp_path / "config.yaml"))
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["llms"]["std-a"]["family"] == "std"
+
+    # Table 1 and the judgment tables with intervals: lo/hi beside the values, small type in md/tex.
+    t1 = {k: str(tmp_path / f"t1.{k}") for k in ("csv", "md", "tex")}
+    pipeline.table1_job(answers={k: v for k, v in answers.items() if k[2] in ("none", "topk", "union", "human", f"gold_C_from_{k[1]}", f"gold_U_from_{k[1]}")},
+                        gold=gold, queries={DATASET: str(run["queries"])}, intervals=report_cfg, **t1)
+    table = pl.read_csv(t1["csv"])
+    assert table.columns[:6] == ["dataset", "llm", "column", "correct", "lo", "hi"]
+    assert ((table["lo"] <= table["correct"] + 1e-9) & (table["correct"] <= table["hi"] + 1e-9)).all()
+    assert "<sub>[" in Path(t1["md"]).read_text() and r"\scriptsize" in Path(t1["tex"]).read_text()
+    t2 = {k: str(tmp_path / f"t2.{k}") for k in ("csv", "md", "tex")}
+    pipeline.table2_job(judgments=judged, gold={(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}, intervals=report_cfg, **t2)
+    t2_table = pl.read_csv(t2["csv"])
+    assert t2_table.columns[t2_table.columns.index("f1") + 1 : t2_table.columns.index("f1") + 3] == ["f1_lo", "f1_hi"]
+    assert "<sub>[" in Path(t2["md"]).read_text()

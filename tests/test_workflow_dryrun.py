@@ -68,6 +68,24 @@ def test_paper_config_resolves_full_dag(paper_dag):
     assert counts["load_queries"] == n_datasets and counts["map_human_passages"] == n_datasets
     assert counts["extract_answers"] == 1  # MS MARCO-FQA's short answers
     assert counts["table6"] == 1
+    assert counts["findings"] == counts["cost"] == counts["config_report"] == 1
+    assert counts["transfer_unknown_both"] == 2  # C and U
+
+
+MODEL_RULES = (
+    "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
+    "answer_selected", "rank", "answer_reranked", "perplexity",
+)
+
+
+def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
+    """The cost rule's inputs are the outputs of the model jobs (rules/common.smk: model_jobs): the
+    full DAG's, no fewer (the table would miss a stage) and no more (the paper DAG's counts above
+    include the cost rule, so an extra job would show there)."""
+    alone = _job_counts(_dry_run(fresh, "results/tables/cost.md", "--configfile", "config/paper.yaml"))
+    full = _job_counts(paper_dag)
+    assert {r: alone.get(r, 0) for r in MODEL_RULES} == {r: full.get(r, 0) for r in MODEL_RULES}
+    assert alone["answer_thinking"] == 1 and alone["judge"] == full["judge"] > 0
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):

@@ -44,6 +44,31 @@ TARGETS = [
     "results/figures/fig9_selection_transfer.png",
     "results/tables/external_runs.md",
     "results/wf-single/smollm2-135m/qrels_U.txt",
+    "results/findings.json",
+    "results/tables/findings.md",
+    "results/tables/findings.html",
+    "results/tables/cost.csv",
+    "results/tables/cost.md",
+    "results/tables/transfer_unknown_both_U.md",
+    "results/tables/transfer_unknown_both_C.csv",
+    "results/config.yaml",
+]
+# Every table and figure marked for the report (retrieval.md is made in rules/retrieval.smk, which
+# does not mark it yet).
+REPORTED = [
+    "results/tables/findings.md",
+    "results/tables/findings.html",
+    "results/findings.json",
+    *(f"results/tables/{name}.md" for name in (
+        "table1_rag", "empty_answers", "table2_selection", "table3_rag_selection", "table4_ranking", "table5_thinking",
+        "table7_rag_reranked", "table8_known_rejection", "external_runs", "transfer_unknown_both_U",
+        "transfer_unknown_both_C", "cost",
+    )),
+    *(f"results/figures/{name}.png" for name in (
+        "fig1_left_topk", "fig1_right_transfer", "fig2_transfer_U", "fig8_transfer_C", "fig3_overlap",
+        "fig4_perplexity", "fig9_selection_transfer",
+    )),
+    "results/config.yaml",
 ]
 FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure4", "figure9"}
 
@@ -163,6 +188,58 @@ def test_judgments_and_rankings_cover_the_judged_queries(demo):
             assert all(abs(s - 1) < 1e-6 for s in sums)  # normalized across passages (Eq. 6)
 
 
+def test_findings_transfer_control_and_cost(demo):
+    workdir, cfg, _ = demo
+    doc = json.loads((workdir / "results/findings.json").read_text())
+    found = {e["id"]: e for e in doc["findings"]}
+    assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 18
+    assert {e["verdict"] for e in found.values()} <= {"holds", "reversed", "inconclusive", "not run"}
+    # The demo's two LLMs are of two families: nothing to compare, and it says why.
+    assert found["same_family_overlap"]["status"] == "not run" and "share a family" in found["same_family_overlap"]["reason"]
+    table1 = found["table1_c_over_none"]
+    assert table1["status"] == "run" and len(table1["cells"]) == len(cfg["datasets"]) * len(cfg["llms"])
+    assert all(c["n"] == cfg["datasets"][c["dataset"]]["n_queries"] for c in table1["cells"])
+    assert found["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
+    assert (workdir / "results/tables/findings.md").read_text().startswith("# Findings")
+    control = pl.read_csv(workdir / "results/tables/transfer_unknown_both_U.csv")
+    n_llms = len(cfg["llms"])
+    assert control.height == len(cfg["datasets"]) * (n_llms + 1) * n_llms
+    assert (control["n_unknown_both"] <= control["n_queries"]).all()
+    # Table 1 carries its intervals (report.intervals defaults to true).
+    t1 = pl.read_csv(workdir / "results/tables/table1_rag.csv")
+    assert {"lo", "hi"} <= set(t1.columns) and "<sub>[" in (workdir / "results/tables/table1_rag.md").read_text()
+    # Cost: every call made is in the store once; the benchmarks give wall time.
+    cost = pl.read_csv(workdir / "results/tables/cost.csv")
+    for llm in cfg["llms"]:
+        total = cost.filter((pl.col("rule") == "total") & (pl.col("llm") == llm)).row(0, named=True)
+        assert total["calls_made"] == count_rows(workdir / cfg["store_dir"] / llm)
+        assert total["prompt_tokens"] > 0 and total["output_tokens"] > 0
+    answers = cost.filter(pl.col("rule") == "answer_candidates")
+    assert answers["jobs"].sum() == len(cfg["datasets"]) * n_llms and (answers["wall_seconds"] > 0).all()
+    assert set(cost.filter(pl.col("rule") == "judge")["method"]) >= {"pointwise", "listwise_pa", "listwise_pa_reject"}
+    assert (cost["missing"].fill_null("") == "").all()
+
+
+def test_report_holds_every_table_and_figure(repo, demo):
+    """`snakemake --report report.zip` from the e2e run: every table and figure, captions, findings first."""
+    import zipfile
+
+    workdir, _, cfg_path = demo
+    out = _snakemake(repo, workdir, cfg_path, "--report", "report.zip")
+    assert out.returncode == 0, out.stderr[-3000:]
+    with zipfile.ZipFile(workdir / "report.zip") as z:
+        names = z.namelist()
+        html = z.read(next(n for n in names if n.endswith("report.html"))).decode()
+    stored = {n.rsplit("/", 1)[-1] for n in names}
+    for target in REPORTED:
+        assert target.rsplit("/", 1)[-1] in stored, target
+        assert target in html, target
+    assert "start here" in html  # the findings caption
+    categories = json.loads(re.search(r"var categories = (\{.*?\});", html).group(1))
+    assert sorted(categories)[0] == "1 Findings"
+    assert "results/config.yaml" in json.dumps(categories["5 Config"])
+
+
 def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     workdir, cfg, cfg_path = demo
     again = _snakemake(repo, workdir, cfg_path, "-n", "--cores", "2")
@@ -179,7 +256,7 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
     jobs = set(re.findall(r"^(\w+)\s+\d+$", text.split("Job stats:")[1].split("Reasons:")[0], re.M)) - {"total", "job"}
-    assert jobs - {"all"} == FIGURE_RULES
+    assert jobs - {"all"} == FIGURE_RULES | {"config_report"}  # the report's config shows the new style
     # Moving where the GPU locks live changes no result (an operational setting, not a parameter).
     moved = dict(cfg, gpu_lock_dir=str(workdir / "elsewhere-locks"))
     moved_path = workdir / "moved.yaml"

@@ -22,4 +22,5 @@ table1_job(
     csv=snakemake.output.csv,
     md=snakemake.output.md,
     tex=snakemake.output.tex,
+    intervals=snakemake.params.intervals,
 )

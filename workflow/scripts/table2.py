@@ -21,4 +21,5 @@ table2_job(
     csv=snakemake.output.csv,
     md=snakemake.output.md,
     tex=snakemake.output.tex,
+    intervals=snakemake.params.intervals,
 )

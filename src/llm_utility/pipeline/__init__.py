@@ -7,6 +7,7 @@ here, so a script reads ``pipeline.table1_job``.
 """
 
 from .answers import answer_job, candidates_job, gold_job, read_candidates
+from .findings import config_job, cost_job, findings_job, transfer_unknown_job
 from .judgments import judge_job, perplexity_job, qrels_job, rank_job
 from .report import (
     empty_answers_job,
@@ -27,6 +28,10 @@ from .report import (
 from .retrieval import retrieval_table_job, retrieve_job
 
 __all__ = [
+    "config_job",
+    "cost_job",
+    "findings_job",
+    "transfer_unknown_job",
     "answer_job",
     "external_runs_job",
     "figure4_job",

@@ -39,12 +39,43 @@ def _unique(values) -> list:
     return list(dict.fromkeys(values))
 
 
-def table1_job(*, answers, gold, queries, csv: str, md: str, tex: str) -> None:
-    """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM."""
-    from ..report.analysis import table1
-    from ..report.tables import write_table1
+def table1_job(*, answers, gold, queries, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
+    """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM; with
+    ``intervals`` (the ``report`` config: resamples, bootstrap_seed, confidence), each cell's
+    bootstrap interval too (columns lo, hi)."""
+    from ..report.analysis import table1, table1_intervals
+    from ..report.tables import join_intervals, write_table1
 
-    write_table1(table1(read_answers(answers), read_gold(gold), read_queries(queries)), csv, md, tex)
+    frames = read_answers(answers)
+    table = table1(frames, read_gold(gold), read_queries(queries))
+    if intervals:
+        table = join_intervals(table, table1_intervals(frames, **_resampling(intervals)), ["dataset", "llm", "column"])
+    write_table1(table, csv, md, tex)
+
+
+def _resampling(intervals: Mapping[str, Any]) -> dict[str, Any]:
+    """The bootstrap arguments of ``report.bootstrap`` from the ``report`` config section."""
+    from ..report.findings import Resampling
+
+    return Resampling.from_config(intervals).kwargs()
+
+
+def _with_selection_intervals(scores, judgments, gold, intervals):
+    from ..report.judgments import selection_intervals
+    from ..report.tables import join_intervals
+
+    if not intervals:
+        return scores
+    return join_intervals(scores, selection_intervals(judgments, gold, **_resampling(intervals)), ["dataset", "llm", "method"])
+
+
+def _with_known_split_intervals(split, answers, known, baseline, intervals):
+    from ..report.judgments import known_split_intervals
+    from ..report.tables import join_intervals
+
+    if not intervals:
+        return split
+    return join_intervals(split, known_split_intervals(answers, known, baseline, **_resampling(intervals)), ["dataset", "llm", "source"])
 
 
 def empty_answers_job(*, answers, csv: str, md: str, log=_log) -> None:
@@ -106,13 +137,14 @@ def _read_known(known: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], p
 _SELECTION_VALUES = [("f1", "F1", "max"), ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed", "unparsed %", "")]
 
 
-def table2_job(*, judgments, gold, csv: str, md: str, tex: str) -> None:
+def table2_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 2: utility selection per method, LLM and dataset: F1 on queries whose gold set (C) is
     not empty, Accuracy (nothing selected) on those where it is empty, and the unparsed share."""
     from ..report.judgments import selection_scores
     from ..report.tables import write_grouped_table
 
-    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
+    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
     write_grouped_table(
         scores, csv, md, tex, title="Table 2: utility-based selection (F1 / Accuracy, %)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
@@ -121,12 +153,13 @@ def table2_job(*, judgments, gold, csv: str, md: str, tex: str) -> None:
     )
 
 
-def table3_job(*, answers, known, csv: str, md: str, tex: str) -> None:
+def table3_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 3: RAG with the LLM's own selections vs the top-k, on its unknown and known queries."""
     from ..report.judgments import known_split
     from ..report.tables import write_grouped_table
 
-    split = known_split(_read_keyed(answers), _read_known(known), baseline="topk")
+    frames, flags = _read_keyed(answers), _read_known(known)
+    split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
     write_grouped_table(
         split, csv, md, tex, title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
         note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
@@ -135,12 +168,18 @@ def table3_job(*, answers, known, csv: str, md: str, tex: str) -> None:
     )
 
 
-def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str) -> None:
+def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 4: NDCG@k and Recall@k of each utility ranking against the LLM's gold set (C)."""
     from ..report.judgments import ranking_scores
     from ..report.tables import write_grouped_table
 
-    scores = ranking_scores(_read_keyed(rankings), _read_keyed(gold), k)
+    ranked, gold_c = _read_keyed(rankings), _read_keyed(gold)
+    scores = ranking_scores(ranked, gold_c, k)
+    if intervals:
+        from ..report.judgments import ranking_intervals
+        from ..report.tables import join_intervals
+
+        scores = join_intervals(scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"])
     write_grouped_table(
         scores, csv, md, tex, title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
         note="Over the judged queries whose gold set G(C) is not empty; unparsed: verbalized rankings that did not "
@@ -150,12 +189,13 @@ def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str) -> None:
     )
 
 
-def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "") -> None:
+def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "", intervals: Mapping[str, Any] | None = None) -> None:
     """Table 5: selection F1 with thinking on and off, for the models that have a thinking switch."""
     from ..report.judgments import selection_scores
     from ..report.tables import write_grouped_table
 
-    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
+    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
     write_grouped_table(
         scores, csv, md, tex, title="Table 5: thinking in utility judgments (F1, %)",
         note=note or "(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
@@ -163,12 +203,13 @@ def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "") 
     )
 
 
-def table7_job(*, answers, known, csv: str, md: str, tex: str) -> None:
+def table7_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 7: RAG with the top passages of each utility ranking, on unknown and known queries."""
     from ..report.judgments import known_split
     from ..report.tables import write_grouped_table
 
-    split = known_split(_read_keyed(answers), _read_known(known), baseline="topk")
+    frames, flags = _read_keyed(answers), _read_known(known)
+    split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
     write_grouped_table(
         split, csv, md, tex, title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
         note="Over the judged queries.",
@@ -176,13 +217,14 @@ def table7_job(*, answers, known, csv: str, md: str, tex: str) -> None:
     )
 
 
-def table8_job(*, judgments, gold, csv: str, md: str, tex: str) -> None:
+def table8_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 8: listwise selection with pseudo-answer, without / with the known-rejection instruction:
     precision, recall, F1, and the average number of passages selected on each side."""
     from ..report.judgments import selection_scores
     from ..report.tables import write_grouped_table
 
-    scores = selection_scores(_read_keyed(judgments), _read_keyed(gold))
+    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
+    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
     write_grouped_table(
         scores, csv, md, tex, title="Table 8: known-rejection (listwise with pseudo-answer)",
         note="P/R/F1 over queries whose gold set is not empty; count: average passages selected on queries whose "

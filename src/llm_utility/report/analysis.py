@@ -242,3 +242,23 @@ def empty_answers(answers: Answers) -> pl.DataFrame:
     return frame.with_columns(
         empty_pct=pl.when(pl.col("calls") > 0).then(100.0 * pl.col("empty") / pl.col("calls")).otherwise(None)
     )
+
+
+def table1_intervals(
+    answers: Answers, n_resamples: int, seed: int, confidence: float = 0.95
+) -> pl.DataFrame:
+    """Bootstrap interval of every Table 1 cell (percent correct, queries resampled, ``report.bootstrap``).
+
+    Returns columns dataset, llm, column, lo, hi (percent), one row per cell of ``table1``; a cell's
+    interval is over the same queries as its value. Join it on (dataset, llm, column).
+    """
+    from .bootstrap import mean_interval
+
+    rows = []
+    for dataset, llm in answers:
+        for column, pattern in TABLE1_CONTEXTS.items():
+            frame = _context(answers, dataset, llm, pattern.format(llm=llm))
+            e = mean_interval(100.0 * frame["correct"].cast(pl.Float64).to_numpy(), n_resamples, seed, confidence)
+            rows.append((dataset, llm, column, e.lo, e.hi))
+    schema = {"dataset": pl.String, "llm": pl.String, "column": pl.String, "lo": pl.Float64, "hi": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row").fill_nan(None)

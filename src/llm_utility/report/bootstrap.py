@@ -24,7 +24,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Effect", "paired_difference", "mean_interval", "verdict"]
+__all__ = [
+    "Effect",
+    "paired_difference",
+    "mean_interval",
+    "statistic_interval",
+    "ratio_interval",
+    "ratio",
+    "f1_of_means",
+    "f1_of_sums",
+    "verdict",
+    "scaled",
+]
 
 # Values per resampling batch: bounds memory at paper scale (thousands of queries x 10^4 resamples).
 _BATCH_VALUES = 10_000_000
@@ -80,7 +91,18 @@ def _interval(
     if np.ptp(values) <= 1e-12 * max(1.0, float(np.max(np.abs(values)))):
         return Effect(point, point, point, n, "degenerate", reason("all values equal: no sampling variation"))
 
-    batch = max(1, _BATCH_VALUES // n)
+    found = _scipy_interval(samples, statistic, n_resamples, seed, confidence, method)
+    if found is not None:
+        lo, hi, used = found
+        return Effect(point, lo, hi, n, used, note)
+    return Effect(point, float("nan"), float("nan"), n, "none", reason("bootstrap interval undefined"))
+
+
+def _scipy_interval(samples, statistic, n_resamples, seed, confidence, method):
+    """(lo, hi, method) from ``scipy.stats.bootstrap`` on paired per-query columns, retrying with the
+    percentile method where BCa is undefined; None when no finite interval comes out."""
+    n = len(samples[0])
+    batch = max(1, _BATCH_VALUES // (n * len(samples)))
     for attempt in dict.fromkeys((method, "percentile")):
         with warnings.catch_warnings():
             # BCa on a small skewed sample warns and returns NaN; the percentile retry covers it.
@@ -92,15 +114,15 @@ def _interval(
                 n_resamples=n_resamples,
                 batch=batch,
                 vectorized=True,
-                paired=len(samples) == 2,
+                paired=len(samples) > 1,
                 confidence_level=confidence,
                 method=attempt,
                 rng=np.random.default_rng(seed),
             )
         lo, hi = (float(v) for v in result.confidence_interval)
         if math.isfinite(lo) and math.isfinite(hi):
-            return Effect(point, lo, hi, n, attempt, note)
-    return Effect(point, float("nan"), float("nan"), n, "none", reason("bootstrap interval undefined"))
+            return lo, hi, attempt
+    return None
 
 
 def _mean_difference(a, b, axis=-1):
@@ -129,6 +151,100 @@ def mean_interval(x, n_resamples: int, seed: int, confidence: float = 0.95, meth
     x = _as_column(x, "x")
     keep = ~np.isnan(x)
     return _interval((x[keep],), _mean, n_resamples, seed, confidence, method, int((~keep).sum()))
+
+
+# --- set-level statistics ---------------------------------------------------------------------------
+# A statistic that is not a mean of per-query values (F1 as the harmonic mean of averaged precision and
+# recall, a share of passages pooled over queries) is bootstrapped whole: the queries (rows of the
+# columns) are resampled together and the statistic recomputed on each resample. The statistics below
+# are vectorized over scipy's resample axis.
+
+
+def statistic_interval(
+    samples, statistic, n_resamples: int, seed: int, confidence: float = 0.95, method: str = "BCa"
+) -> Effect:
+    """``statistic(*samples, axis=-1)`` over per-query columns, with a bootstrap interval that resamples
+    queries, each query's values in every column kept together (scipy's paired resampling).
+
+    ``samples`` is a sequence of equally long 1-D columns, one value per query each. Rows with a NaN in
+    any column are dropped (counted in ``reason``). Degenerate cases follow ``paired_difference``: no
+    row gives NaN, one row no interval, identical rows (or a statistic that every resample gives the
+    same value) the point interval.
+    """
+    cols = [_as_column(s, f"samples[{i}]") for i, s in enumerate(samples)]
+    if not cols:
+        raise ValueError("statistic_interval needs at least one column")
+    if len({len(c) for c in cols}) != 1:
+        raise ValueError(f"paired columns differ in length: {[len(c) for c in cols]} queries")
+    keep = ~np.any([np.isnan(c) for c in cols], axis=0)
+    dropped = int((~keep).sum())
+    cols = [c[keep] for c in cols]
+    n = len(cols[0])
+    note = f"{dropped} {'query' if dropped == 1 else 'queries'} with a NaN value dropped" if dropped else ""
+
+    def reason(text: str) -> str:
+        return "; ".join(t for t in (text, note) if t)
+
+    nan = float("nan")
+    if n == 0:
+        return Effect(nan, nan, nan, 0, "none", reason("no queries"))
+    point = float(statistic(*cols, axis=-1))
+    if not math.isfinite(point):
+        return Effect(nan, nan, nan, n, "none", reason("statistic undefined on these queries (e.g. an empty group)"))
+    if n == 1:
+        return Effect(point, nan, nan, 1, "none", reason("one query: no interval"))
+    rows = np.stack(cols)
+    if all(np.ptp(r) <= 1e-12 * max(1.0, float(np.max(np.abs(r)))) for r in rows):
+        return Effect(point, point, point, n, "degenerate", reason("all values equal: no sampling variation"))
+    found = _scipy_interval(tuple(cols), statistic, n_resamples, seed, confidence, method)
+    if found is None:
+        return Effect(point, nan, nan, n, "none", reason("bootstrap interval undefined"))
+    lo, hi, used = found
+    if abs(hi - lo) <= 1e-12 * max(1.0, abs(point)):
+        return Effect(point, lo, hi, n, "degenerate", reason("every resample gives the same value"))
+    return Effect(point, lo, hi, n, used, note)
+
+
+def ratio(numerator, denominator, axis=-1):
+    """sum(numerator) / sum(denominator): a pooled share or a mean over a varying number of items per
+    query (NaN where the denominator sums to 0)."""
+    den = np.sum(denominator, axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den != 0, np.sum(numerator, axis=axis) / np.where(den != 0, den, 1), np.nan)
+
+
+def ratio_interval(numerator, denominator, n_resamples: int, seed: int, confidence: float = 0.95, method: str = "BCa") -> Effect:
+    """``ratio`` of two per-query columns with a bootstrap interval over queries (a cluster bootstrap:
+    each query carries its numerator and denominator together)."""
+    return statistic_interval((numerator, denominator), ratio, n_resamples, seed, confidence, method)
+
+
+def _harmonic(p, r):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1), 0.0)
+
+
+def f1_of_means(precision, recall, axis=-1):
+    """The paper's F1: harmonic mean of the averaged per-query precision and recall (0 when both are 0)."""
+    return _harmonic(np.mean(precision, axis=axis), np.mean(recall, axis=axis))
+
+
+def f1_of_sums(precision_sum, recall_sum, count, axis=-1):
+    """``f1_of_means`` pooled over several (dataset, LLM) cells: per query, the sums of the cells'
+    precision and recall and the number of cells it counts in."""
+    n = np.sum(count, axis=axis)
+    return _harmonic(np.sum(precision_sum, axis=axis) / n, np.sum(recall_sum, axis=axis) / n)
+
+
+def scaled(effect: Effect, factor: float, shift: float = 0.0) -> Effect:
+    """``effect`` with its point and bounds mapped by ``x * factor + shift`` (e.g. shares to percent,
+    or a share minus the value a claim is tested against); a negative factor swaps the bounds."""
+
+    def f(x: float) -> float:
+        return x * factor + shift
+
+    lo, hi = (f(effect.lo), f(effect.hi)) if factor >= 0 else (f(effect.hi), f(effect.lo))
+    return Effect(f(effect.effect), lo, hi, effect.n, effect.method, effect.reason)
 
 
 def verdict(effect: Effect, expected_sign: int = +1) -> str:

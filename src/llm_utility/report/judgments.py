@@ -150,3 +150,106 @@ def perplexity_summary(perplexities: Keyed) -> pl.DataFrame:
         "n": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+# --- bootstrap intervals of the judgment tables ---------------------------------------------------
+# Each returns the table's keys and, for each value column v, ``v_lo`` and ``v_hi`` (same units),
+# from ``report.bootstrap`` with the queries as the resampling unit, to join onto the table.
+
+
+def _selected_of(table: pl.DataFrame) -> tuple[list[str], dict[str, set[str]]]:
+    qids = table["qid"].unique(maintain_order=True).to_list()
+    selected: dict[str, set[str]] = {q: set() for q in qids}
+    for qid, pid in table.filter(pl.col("selected")).select("qid", "pid").iter_rows():
+        selected[qid].add(pid)
+    return qids, selected
+
+
+def _bounds(name: str, effect) -> dict[str, float | None]:
+    def finite(x: float) -> float | None:
+        return x if x == x else None  # NaN (no interval) becomes null
+
+    return {f"{name}_lo": finite(effect.lo), f"{name}_hi": finite(effect.hi)}
+
+
+def selection_intervals(judgments: Keyed, gold_C: Keyed, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+    """Intervals of ``selection_scores``' values (Tables 2, 5, 8): precision, recall, f1 (the F1 of the
+    averaged P and R recomputed on resampled queries), f1_per_query, accuracy_empty (percent) and
+    avg_selected_nonempty / avg_selected_empty (passages). Keys: dataset, llm, method."""
+    from ..metrics import set_metrics_per_query
+    from .bootstrap import f1_of_means, mean_interval, statistic_interval
+
+    rs = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    rows = []
+    for (dataset, llm, method), table in judgments.items():
+        qids, selected = _selected_of(table)
+        per_query = set_metrics_per_query(selected, _gold_of(gold_C[(dataset, llm)], qids))
+        nonempty = per_query.filter(pl.col("n_gold") > 0)
+        empty = per_query.filter(pl.col("n_gold") == 0)
+        p, r = (100 * nonempty[c].to_numpy().astype(float) for c in ("precision", "recall"))
+        rows.append(
+            {
+                "dataset": dataset,
+                "llm": llm,
+                "method": method,
+                **_bounds("precision", mean_interval(p, **rs)),
+                **_bounds("recall", mean_interval(r, **rs)),
+                **_bounds("f1", statistic_interval((p, r), f1_of_means, **rs)),
+                **_bounds("f1_per_query", mean_interval(100 * nonempty["f1"].to_numpy().astype(float), **rs)),
+                **_bounds("accuracy_empty", mean_interval(100 * empty["correct_empty"].to_numpy().astype(float), **rs)),
+                **_bounds("avg_selected_nonempty", mean_interval(nonempty["n_selected"].to_numpy().astype(float), **rs)),
+                **_bounds("avg_selected_empty", mean_interval(empty["n_selected"].to_numpy().astype(float), **rs)),
+            }
+        )
+    columns = ["precision", "recall", "f1", "f1_per_query", "accuracy_empty", "avg_selected_nonempty", "avg_selected_empty"]
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {f"{c}_{b}": pl.Float64 for c in columns for b in ("lo", "hi")}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def ranking_intervals(rankings: Keyed, gold_C: Keyed, k: int, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+    """Intervals of ``ranking_scores``' ndcg and recall (percent, per-query values resampled).
+    Keys: dataset, llm, method."""
+    from ..metrics import ranking_metrics_per_query
+    from .bootstrap import mean_interval
+
+    rs = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    rows = []
+    for (dataset, llm, method), table in rankings.items():
+        ranked = dict(table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid")).iter_rows())
+        per_query = ranking_metrics_per_query(ranked, _gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
+        rows.append(
+            {
+                "dataset": dataset,
+                "llm": llm,
+                "method": method,
+                **_bounds("ndcg", mean_interval(100 * per_query["ndcg"].to_numpy(), **rs)),
+                **_bounds("recall", mean_interval(100 * per_query["recall"].to_numpy(), **rs)),
+            }
+        )
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {f"{c}_{b}": pl.Float64 for c in ("ndcg", "recall") for b in ("lo", "hi")}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def known_split_intervals(answers: Keyed, known: Keyed, baseline: str, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+    """Intervals of ``known_split``'s unknown and known percentages, over the same queries (Tables 3
+    and 7). Keys: dataset, llm, source."""
+    from .bootstrap import mean_interval
+
+    rs = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    rows = []
+    for (dataset, llm, context), frame in answers.items():
+        if context == baseline:
+            continue
+        flags = known[(dataset, llm)]
+        base = answers[(dataset, llm, baseline)].filter(pl.col("qid").is_in(frame["qid"].to_list()))
+        for name, data in [(context, frame), (baseline, base)]:
+            joined = data.join(flags, on="qid", how="inner")
+            values = {
+                side: 100 * joined.filter(pl.col("known") == (side == "known"))["correct"].cast(pl.Float64).to_numpy()
+                for side in ("unknown", "known")
+            }
+            rows.append(
+                {"dataset": dataset, "llm": llm, "source": name, **{k: v for side, x in values.items() for k, v in _bounds(side, mean_interval(x, **rs)).items()}}
+            )
+    schema = {"dataset": pl.String, "llm": pl.String, "source": pl.String} | {f"{c}_{b}": pl.Float64 for c in ("unknown", "known") for b in ("lo", "hi")}
+    return pl.DataFrame(rows, schema=schema).unique(["dataset", "llm", "source"], keep="first", maintain_order=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 
 import pandas as pd
 import polars as pl
@@ -44,7 +45,8 @@ def write_csv(df: pl.DataFrame, path: str | os.PathLike) -> None:
 def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFrame]:
     """Table 1's wide layout: one frame of formatted cells per dataset, rows = LLM.
 
-    A cell reads ``"70.46 (3.0)"`` (percent correct, then the average set size where there is one). The
+    A cell reads ``"70.46 (3.0)"`` (percent correct, then the average set size where there is one),
+    followed by its interval in small type when ``df`` has ``lo``/``hi`` columns. The
     best value of each row (all of them on a tie at the printed precision) is bold: ``**..**``
     for ``markup="md"``, ``\\textbf{..}`` for ``"tex"``, nothing for ``"plain"``.
     """
@@ -56,11 +58,12 @@ def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFram
     blocks: dict[str, pd.DataFrame] = {}
     for (dataset,), part in shown.group_by("dataset", maintain_order=True):
         cells: dict[str, dict[str, str]] = {}
-        for llm, column, value, size, best in part.select("llm", "column", "value", "avg_size", "best").iter_rows():
+        bounds = part.select("lo", "hi").iter_rows() if "lo" in part.columns else repeat((None, None))
+        for (llm, column, value, size, best), (lo, hi) in zip(part.select("llm", "column", "value", "avg_size", "best").iter_rows(), bounds):
             text = bold.format(f"{value:.2f}") if best else f"{value:.2f}"
             if size is not None:
                 text += f" ({size:.1f})"
-            cells.setdefault(llm, {})[column] = text
+            cells.setdefault(llm, {})[column] = text + interval_text(lo, hi, markup)
         block = pd.DataFrame.from_dict(cells, orient="index")
         blocks[dataset] = block.reindex(columns=[c for c in TABLE1_COLUMNS if c in block.columns]).fillna("-")
     return blocks
@@ -153,7 +156,8 @@ def grouped_blocks(
 
     ``values`` lists (column, header, best) with best "max", "min" or "": the best cell of each
     column of a block (all of them on a tie at two decimals) is bold, as the paper marks the best
-    method per LLM. Nulls print as ``-``.
+    method per LLM. Nulls print as ``-``. Where ``df`` has ``<column>_lo``/``<column>_hi`` columns, each
+    value is followed by its interval in small type (``interval_text``).
     """
     bold = {"md": "**{}**", "tex": r"\textbf{{{}}}", "plain": "{}"}[markup]
     blocks: dict[str, pd.DataFrame] = {}
@@ -165,10 +169,14 @@ def grouped_blocks(
                 target = None
                 if best and shown.drop_nulls().len():
                     target = shown.max() if best == "max" else shown.min()
-                for row, value in zip(sub.select(index).iter_rows(), shown.to_list()):
+                has_bounds = f"{column}_lo" in sub.columns
+                bounds = sub.select(f"{column}_lo", f"{column}_hi").iter_rows() if has_bounds else repeat((None, None))
+                for row, value, (lo, hi) in zip(sub.select(index).iter_rows(), shown.to_list(), bounds):
                     text = "-" if value is None else f"{value:.2f}"
                     if value is not None and target is not None and value == target and sub.height > 1:
                         text = bold.format(text)
+                    if value is not None:
+                        text += interval_text(lo, hi, markup)
                     cells.setdefault(row, {})[f"{header} {key}"] = text
         frame = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
         frame.index = pd.MultiIndex.from_tuples(frame.index, names=list(index)) if len(index) > 1 else [r[0] for r in frame.index]
@@ -204,3 +212,27 @@ def write_grouped_table(
     wide.index = wide.index.map(lambda idx: tuple(latex_escape(str(i)) for i in (idx if isinstance(idx, tuple) else (idx,))))
     tex = wide.style.to_latex(hrules=True, clines="skip-last;data", multirow_align="t", column_format="l" * wide.index.nlevels + "r" * wide.shape[1])
     write_text(f"% {title}\n" + re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex), tex_path)
+
+
+# --- confidence intervals in the tables -----------------------------------------------------------
+_SMALL = {"md": " <sub>[{}, {}]</sub>", "tex": r" {{\scriptsize [{}, {}]}}", "plain": " [{}, {}]"}
+
+
+def interval_text(lo: float | None, hi: float | None, markup: str = "md") -> str:
+    """A value's interval in small type (``<sub>`` in Markdown, ``\\scriptsize`` in LaTeX), one
+    decimal; empty when there is none (intervals off, or too few queries)."""
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return ""
+    return _SMALL[markup].format(f"{lo:.1f}", f"{hi:.1f}")
+
+
+def join_intervals(df: pl.DataFrame, intervals: pl.DataFrame, on: Sequence[str]) -> pl.DataFrame:
+    """``df`` with the interval columns of ``intervals`` joined on ``on``, each bound pair placed right
+    after its value: ``v_lo``/``v_hi`` after ``v``, and plain ``lo``/``hi`` after ``correct`` (Table 1)."""
+    joined = df.join(intervals, on=list(on), how="left", maintain_order="left")
+    order: list[str] = []
+    for column in df.columns:
+        order.append(column)
+        pair = ("lo", "hi") if column == "correct" and "lo" in intervals.columns else (f"{column}_lo", f"{column}_hi")
+        order += [c for c in pair if c in intervals.columns and c not in on]
+    return joined.select(order + [c for c in joined.columns if c not in order])

@@ -1,0 +1,110 @@
+"""Jobs of the findings stage: findings.json, the transfer control tables, the cost table, and the
+validated config for the report. Inputs come keyed as in ``pipeline.report``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..io import write_text
+from .report import _read_keyed, _read_known, read_gold, read_queries
+
+_log = logging.getLogger("llm_utility")
+
+
+def findings_job(
+    *,
+    answers: Mapping[tuple[str, str, str], str],
+    known: Mapping[tuple[str, str], str],
+    gold: Mapping[tuple[str, str, str], str],
+    queries: Mapping[str, str],
+    perplexity: Mapping[tuple[str, str], str],
+    judgments: Mapping[tuple[str, str, str], str],
+    rankings: Mapping[tuple[str, str, str], str],
+    llms: Sequence[str],
+    families: Mapping[str, str | None],
+    k: int,
+    resampling: Mapping[str, Any],
+    json_path: str,
+    md: str,
+    html: str,
+    log: logging.Logger = _log,
+) -> list[dict[str, Any]]:
+    """Every headline finding (``report.findings.all_findings``) on the files given: ``findings.json``
+    (settings and one entry per finding), ``findings.md`` and ``findings.html``. ``resampling`` is the
+    ``report`` config section (resamples, bootstrap_seed, confidence). A kind of input left empty makes
+    the findings that need it ``not run``."""
+    from ..report.findings import FindingInputs, Resampling, all_findings, findings_html, findings_markdown
+
+    rs = Resampling.from_config(resampling)
+    inputs = FindingInputs(
+        llms=list(llms),
+        answers=_read_keyed(answers),
+        known=_read_known(known),
+        gold=read_gold(gold),
+        queries=read_queries(queries),
+        perplexity=_read_keyed(perplexity),
+        judgments=_read_keyed(judgments),
+        rankings=_read_keyed(rankings),
+        families=dict(families),
+        k=k,
+    )
+    entries = all_findings(inputs, rs)
+    document = {
+        "settings": {"resamples": rs.n_resamples, "seed": rs.seed, "confidence": rs.confidence, "llms": list(llms),
+                     "datasets": inputs.datasets},
+        "findings": entries,
+    }
+    write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", json_path)
+    write_text(findings_markdown(entries, rs), md)
+    write_text(findings_html(entries, rs), html)
+    for e in entries:
+        log.info("finding %s: %s%s", e["id"], e["verdict"], f" ({e['reason']})" if e["reason"] else "")
+    return entries
+
+
+def transfer_unknown_job(*, answers, known, llms: Sequence[str], candidates: str, csv: str, md: str) -> None:
+    """The transfer matrices (``candidates`` C or U) beside their control on the queries unknown to
+    both LLMs of each cell, every dataset: tidy CSV and Markdown."""
+    from ..report.findings import transfer_unknown_both, transfer_unknown_markdown
+    from ..report.tables import write_csv
+
+    import polars as pl
+
+    frames, flags = _read_keyed(answers), _read_known(known)
+    datasets = list(dict.fromkeys(d for d, _, _ in frames))
+    tables = [transfer_unknown_both(frames, flags, llms, d, candidates) for d in datasets]
+    table = pl.concat(tables) if tables else transfer_unknown_both({}, {}, [], "", candidates)
+    write_csv(table, csv)
+    write_text(transfer_unknown_markdown(table), md)
+
+
+def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: logging.Logger = _log) -> None:
+    """The cost table (``report.cost.cost_table``) of the model jobs listed in ``jobs`` (rule,
+    wildcards, log, benchmark): CSV and Markdown."""
+    from ..report.cost import cost_table
+    from ..report.tables import markdown, write_csv
+
+    table = cost_table(jobs)
+    write_csv(table, csv)
+    note = (
+        "## Cost of the model stages\n\n"
+        "Per rule, method and LLM: model jobs, LLM calls made by the model and served by the generation store, "
+        "prompt and generated tokens of the calls made, seconds inside the store's calls, wall seconds of the jobs "
+        "(Snakemake benchmarks, model loading included) and the largest peak memory (MB). Read from the jobs' "
+        "`store_stats` log lines and benchmark files: each job's latest run.\n"
+    )
+    write_text(note + "\n" + markdown(table, floatfmt=".1f"), md)
+    total = table.filter((table["rule"] == "total") & (table["llm"] == "all"))
+    if total.height:
+        log.info("cost: %s", total.to_dicts()[0])
+
+
+def config_job(*, config: Mapping[str, Any], output: str) -> None:
+    """The validated config (defaults filled in) as YAML, for the report."""
+    import yaml
+
+    header = "# The configuration these results were made from (validated, defaults filled in).\n"
+    write_text(header + yaml.safe_dump(dict(config), sort_keys=False, allow_unicode=True), output)

@@ -1,0 +1,138 @@
+"""What the model stages cost: LLM calls made and served, tokens and time per stage, method and LLM.
+
+Read from what every model job already leaves behind: the ``store_stats {json}`` line(s) in its log
+(``pipeline.common.model_session``: per kind of call, calls ``made`` by the model and ``served`` by
+the generation store, ``prompt_tokens`` and ``output_tokens`` of the calls made, and ``seconds``
+spent in the store's calls) and its Snakemake benchmark file (``s``: wall time of the whole job,
+loading the model included; ``max_rss`` in MB). A job's log and benchmark describe its latest run:
+a rerun whose calls the store serves shows them as served, with no tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+_STORE_STATS = re.compile(r"store_stats (\{.*\})\s*$", re.M)
+KINDS = ("generate", "score", "attention")
+COST_COLUMNS = {
+    "rule": pl.String,
+    "method": pl.String,
+    "llm": pl.String,
+    "jobs": pl.Int64,
+    "kinds": pl.String,
+    "calls_made": pl.Int64,
+    "calls_served": pl.Int64,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "call_seconds": pl.Float64,
+    "wall_seconds": pl.Float64,
+    "max_rss_mb": pl.Float64,
+    "missing": pl.String,
+}
+
+
+def read_store_stats(log: str | Path) -> dict[str, dict[str, float]] | None:
+    """Per kind of call, the store's counts summed over every ``store_stats`` line of a job's log
+    (``{kind: {made, served, prompt_tokens, output_tokens, seconds}}``); None when the log is missing.
+    A line that is not valid JSON raises a ValueError naming the file and the 1-based line."""
+    path = Path(log)
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    totals: dict[str, dict[str, float]] = {}
+    for match in _STORE_STATS.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        try:
+            calls = json.loads(match.group(1))["calls"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}:{line}: unreadable store_stats line ({err})") from None
+        for kind, stats in calls.items():
+            into = totals.setdefault(kind, dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0.0))
+            for key in into:
+                into[key] += float(stats.get(key, 0))
+    return totals
+
+
+def read_benchmark(path: str | Path | None) -> dict[str, float] | None:
+    """Wall seconds (mean over repeats) and peak resident memory (MB) of a Snakemake benchmark file;
+    None when there is none."""
+    if path is None or not Path(path).exists():
+        return None
+    table = pl.read_csv(path, separator="\t", infer_schema_length=None)
+    if table.height == 0 or "s" not in table.columns:
+        raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column or no row)")
+    rss = table["max_rss"].cast(pl.Float64, strict=False).max() if "max_rss" in table.columns else None
+    return {"seconds": float(table["s"].mean()), "max_rss_mb": None if rss is None or math.isnan(rss) else float(rss)}
+
+
+def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """One row per (rule, method, llm) over the given jobs, then a total per LLM and an overall total
+    (rule ``total``).
+
+    ``jobs`` holds, per job: ``rule``, ``wildcards`` (a mapping; ``method`` and ``llm`` are read from
+    it), ``log`` and ``benchmark`` (paths, the latter may be None). Columns: rule, method, llm, jobs,
+    kinds (the kinds of call made or served), calls_made, calls_served, prompt_tokens, output_tokens
+    (of the calls made), call_seconds (time inside the store's calls), wall_seconds (benchmark: the
+    whole jobs, loading included), max_rss_mb (the largest job's peak memory), missing (how many jobs
+    had no log / no benchmark, if any).
+    """
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for job in jobs:
+        wildcards = job.get("wildcards", {})
+        key = (job["rule"], wildcards.get("method", ""), wildcards.get("llm", ""))
+        row = rows.setdefault(
+            key,
+            {"jobs": 0, "kinds": set(), "calls_made": 0, "calls_served": 0, "prompt_tokens": 0, "output_tokens": 0,
+             "call_seconds": 0.0, "wall_seconds": 0.0, "max_rss_mb": None, "no_log": 0, "no_benchmark": 0},
+        )
+        row["jobs"] += 1
+        stats = read_store_stats(job["log"])
+        if stats is None:
+            row["no_log"] += 1
+        else:
+            for kind, s in stats.items():
+                if s["made"] or s["served"]:
+                    row["kinds"].add(kind)
+                row["calls_made"] += int(s["made"])
+                row["calls_served"] += int(s["served"])
+                row["prompt_tokens"] += int(s["prompt_tokens"])
+                row["output_tokens"] += int(s["output_tokens"])
+                row["call_seconds"] += s["seconds"]
+        bench = read_benchmark(job.get("benchmark"))
+        if bench is None:
+            row["no_benchmark"] += 1
+        else:
+            row["wall_seconds"] += bench["seconds"]
+            if bench["max_rss_mb"] is not None:
+                row["max_rss_mb"] = max(row["max_rss_mb"] or 0.0, bench["max_rss_mb"])
+    records = []
+    for (rule, method, llm), row in rows.items():
+        missing = ", ".join(
+            f"{row[k]} without {what}" for k, what in (("no_log", "log"), ("no_benchmark", "benchmark")) if row[k]
+        )
+        records.append(
+            {"rule": rule, "method": method, "llm": llm, **{k: row[k] for k in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb")},
+             "kinds": "+".join(k for k in KINDS if k in row["kinds"]) + "".join(f"+{k}" for k in sorted(row["kinds"] - set(KINDS))),
+             "missing": missing}
+        )
+    table = pl.DataFrame(records, schema=COST_COLUMNS) if records else pl.DataFrame(schema=COST_COLUMNS)
+    return pl.concat([table, _totals(table)], how="vertical")
+
+
+def _totals(table: pl.DataFrame) -> pl.DataFrame:
+    sums = [pl.col(c).sum() for c in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds")]
+    per_llm = table.group_by("llm", maintain_order=True).agg(*sums, pl.col("max_rss_mb").max())
+    overall = table.select(pl.lit("all").alias("llm"), *sums, pl.col("max_rss_mb").max())
+    both = pl.concat([per_llm, overall]) if table.height else per_llm
+    return both.select(
+        pl.lit("total").alias("rule"), pl.lit("").alias("method"), "llm", "jobs", pl.lit("").alias("kinds"),
+        "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb",
+        pl.lit("").alias("missing"),
+    ).cast(COST_COLUMNS)

@@ -1,0 +1,301 @@
+"""Findings, their intervals and verdicts, the transfer control, the cost table and the tables'
+intervals, on small hand-made frames whose answers are known."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from llm_utility.report import findings as F
+from llm_utility.report.bootstrap import (
+    Effect,
+    f1_of_means,
+    f1_of_sums,
+    ratio,
+    ratio_interval,
+    scaled,
+    statistic_interval,
+    verdict,
+)
+from llm_utility.report.cost import cost_table, read_benchmark, read_store_stats
+from llm_utility.report.tables import grouped_blocks, interval_text, join_intervals, table1_blocks
+
+RS = F.Resampling(n_resamples=500, seed=3)
+N = 20
+QIDS = [f"q{i}" for i in range(N)]
+D = "d"
+
+
+def answers_frame(correct_qids, qids=QIDS):
+    return pl.DataFrame({"qid": qids, "pids": [[]] * len(qids), "output": [""] * len(qids), "correct": [q in correct_qids for q in qids]})
+
+
+def first(n):
+    return set(QIDS[:n])
+
+
+def known_frame(known_qids):
+    return pl.DataFrame({"qid": QIDS, "known": [q in known_qids for q in QIDS]})
+
+
+def by_id(entries):
+    return {e["id"]: e for e in entries}
+
+
+# --- bootstrap on cases with a known answer ---------------------------------------------------------
+
+
+def test_statistic_interval_identical_columns_is_inconclusive_around_zero():
+    rng = np.random.default_rng(0)
+    p, r = rng.uniform(0, 1, 30), rng.uniform(0, 1, 30)
+    e = statistic_interval((p, r, p.copy(), r.copy()), lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis), **RS.kwargs())
+    assert e.effect == 0.0 and e.lo <= 0 <= e.hi and verdict(e) == "inconclusive"
+
+
+def test_statistic_interval_always_better_holds():
+    rng = np.random.default_rng(1)
+    p, r = rng.uniform(0, 0.5, 30), rng.uniform(0, 0.5, 30)
+    better = (p + 0.4, r + 0.4, p, r)
+    e = statistic_interval(better, lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis), **RS.kwargs())
+    assert 0 < e.lo < e.effect < e.hi and e.method == "BCa" and verdict(e) == "holds"
+
+
+def test_ratio_interval_pools_items_and_handles_degenerate_cases():
+    # 3 of 4 items in query 1, 1 of 4 in query 2...: the pooled share is sum/sum, not a mean of shares.
+    e = ratio_interval([3, 1, 2, 0, 4], [4, 4, 2, 1, 4], **RS.kwargs())
+    assert e.effect == pytest.approx(10 / 15) and e.lo <= e.effect <= e.hi
+    same = ratio_interval([1, 2, 3], [2, 4, 6], **RS.kwargs())
+    assert (same.effect, same.lo, same.hi, same.method) == (0.5, 0.5, 0.5, "degenerate")  # every resample is 1/2
+    one = ratio_interval([1], [2], **RS.kwargs())
+    assert one.effect == 0.5 and math.isnan(one.lo) and "one query" in one.reason
+    empty = statistic_interval(([0.0, 0.0], [0.0, 0.0]), ratio, **RS.kwargs())
+    assert math.isnan(empty.effect) and "undefined" in empty.reason and verdict(empty) == "inconclusive"
+
+
+def test_f1_of_sums_equals_f1_of_means_for_one_cell():
+    p, r = np.array([1.0, 0.5, 0.0]), np.array([0.5, 0.5, 1.0])
+    assert f1_of_sums(p, r, np.ones(3)) == pytest.approx(f1_of_means(p, r))
+    assert f1_of_means(np.zeros(3), np.zeros(3)) == 0.0
+
+
+def test_verdict_against_a_null_value_and_scaled_bounds():
+    e = Effect(40.0, 30.0, 55.0, 10)
+    assert verdict(scaled(e, 1.0, -100.0), expected_sign=-1) == "holds"  # share < 100
+    assert verdict(scaled(e, 1.0, -50.0), expected_sign=+1) == "inconclusive"  # 50 inside [30, 55]
+    assert verdict(scaled(e, 1.0, -20.0), expected_sign=-1) == "reversed"
+    flipped = scaled(e, -1.0)
+    assert (flipped.lo, flipped.hi) == (-55.0, -30.0)
+
+
+# --- findings on hand-made frames ---------------------------------------------------------------------
+
+
+def table1_inputs():
+    """LLM a: G(U) right on all 20 queries, G(C) on 15, Human and U on 10, C on 5, None on none."""
+    counts = {"gold_U_from_a": 20, "gold_C_from_a": 15, "human": 10, "union": 10, "topk": 5, "none": 0}
+    answers = {(D, "a", ctx): answers_frame(first(n)) for ctx, n in counts.items()}
+    return F.FindingInputs(llms=["a"], answers=answers)
+
+
+def test_table1_hierarchy_pair_by_pair():
+    found = by_id(F.table1_hierarchy(table1_inputs(), RS))
+    assert list(found) == ["table1_gu_over_gc", "table1_gc_over_human", "table1_human_over_u", "table1_u_over_c", "table1_c_over_none"]
+    assert found["table1_gu_over_gc"]["effect"] == pytest.approx(25.0) and found["table1_gu_over_gc"]["verdict"] == "holds"
+    assert found["table1_c_over_none"]["verdict"] == "holds"
+    # Human == U on every query: the point interval [0, 0], which does not show Human > U.
+    human_u = found["table1_human_over_u"]
+    assert (human_u["effect"], human_u["lo"], human_u["hi"], human_u["verdict"]) == (0.0, 0.0, 0.0, "inconclusive")
+    assert human_u["cells"][0] | {"note": ""} == {"dataset": D, "llm": "a", "effect": 0.0, "lo": 0.0, "hi": 0.0, "n": N, "interval": "degenerate", "verdict": "inconclusive", "note": ""}
+
+
+def transfer_inputs():
+    """Each LLM right on every query with its own gold set, and with the other's only on q10..q19,
+    which are the queries unknown to both (a knows q0..q4, b knows q5..q9)."""
+    late = set(QIDS[10:])
+    answers = {}
+    for llm, other in (("a", "b"), ("b", "a")):
+        answers[(D, llm, f"gold_U_from_{llm}")] = answers_frame(set(QIDS))
+        answers[(D, llm, f"gold_U_from_{other}")] = answers_frame(late)
+        answers[(D, llm, "human")] = answers_frame(first(15))
+    known = {(D, "a"): known_frame(first(5)), (D, "b"): known_frame(set(QIDS[5:10]))}
+    return F.FindingInputs(llms=["a", "b"], answers=answers, known=known)
+
+
+def test_own_gold_beats_others_and_the_unknown_both_control():
+    inputs = transfer_inputs()
+    main = F.own_gold_beats_others(inputs, RS, "U")
+    assert main["verdict"] == "holds" and main["effect"] == pytest.approx(50.0)
+    assert [(c["llm"], c["gold_from"]) for c in main["cells"]] == [("a", "b"), ("b", "a")]
+    control = F.with_control(main, F.own_gold_beats_others(inputs, RS, "U", control=True))
+    assert control["cells"][0]["n"] == 10  # q10..q19: unknown to both
+    assert control["effect"] == 0.0 and control["verdict"] == "inconclusive"
+    assert control["control_of"] == "own_gold_beats_others_U" and control["survives"] is False
+    human = F.own_gold_beats_human(inputs, RS)
+    assert human["effect"] == pytest.approx(25.0) and human["verdict"] == "holds"
+
+
+def test_transfer_unknown_both_table():
+    inputs = transfer_inputs()
+    table = F.transfer_unknown_both(inputs.answers, inputs.known, ["a", "b"], D, "U")
+    cell = table.filter((pl.col("gold_from") == "b") & (pl.col("llm") == "a")).row(0, named=True)
+    assert (cell["correct"], cell["n_queries"], cell["correct_unknown_both"], cell["n_unknown_both"]) == (50.0, 20, 100.0, 10)
+    human = table.filter((pl.col("gold_from") == "Human") & (pl.col("llm") == "a")).row(0, named=True)
+    assert human["n_unknown_both"] == 15  # unknown to a only
+    md = F.transfer_unknown_markdown(table)
+    assert "unknown to both" in md and "100.0 (n=10)" in md
+
+
+def test_human_share_and_same_family_overlap():
+    human = [[f"h{i}a", f"h{i}b"] for i in range(N)]
+    queries = {D: pl.DataFrame({"qid": QIDS, "question": QIDS, "answers": [["x"]] * N, "human_pids": human, "task": ["qa"] * N})}
+    # a and b (family x) share two passages per query; c (family y) shares none with either.
+    gold_rows = {
+        "a": [(q, p) for i, q in enumerate(QIDS) for p in ((f"h{i}a", f"h{i}b") if i % 2 == 0 else ("s1", "s2"))],
+        "b": [(q, p) for i, q in enumerate(QIDS) for p in ((f"h{i}a", f"h{i}b") if i % 2 == 0 else ("s1", "s2"))],
+        "c": [(q, "c1") for q in QIDS],
+    }
+    gold = {(D, llm, "U"): pl.DataFrame(rows, schema=["qid", "pid"], orient="row") for llm, rows in gold_rows.items()}
+    inputs = F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, families={"a": "x", "b": "x", "c": "y"})
+    share = F.human_share_in_gold(inputs, RS)
+    a = share["cells"][0]
+    assert a["effect"] == pytest.approx(50.0) and a["hi"] < 100 and a["verdict"] == "holds"  # even queries: both in
+    assert share["cells"][2]["effect"] == 0.0  # c's gold set has no human passage
+    family = F.same_family_overlap(inputs, RS)
+    assert family["effect"] == pytest.approx(2.0) and family["verdict"] == "holds"
+    assert family["cells"][0]["same_pairs"] == 1 and family["cells"][0]["cross_pairs"] == 2
+    for families, reason in [({}, "no LLM has a family"), ({"a": "x", "b": "y"}, "no two LLMs share a family"), ({"a": "x", "b": "x"}, "same one")]:
+        entry = F.same_family_overlap(F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, families=families), RS)
+        assert entry["verdict"] == "not run" and reason in entry["reason"]
+
+
+def test_gold_lower_perplexity_and_known_lose_with_human():
+    rng = np.random.default_rng(5)
+    rows = [(q, f"{q}g", True, 10 + rng.uniform(0, 2), 8 + rng.uniform(0, 2)) for q in QIDS]
+    rows += [(q, f"{q}h", False, 30 + rng.uniform(0, 2), 25 + rng.uniform(0, 2)) for q in QIDS]
+    ppl = pl.DataFrame(rows, schema=["qid", "pid", "in_gold", "ppl_passage", "ppl_query_passage"], orient="row")
+    inputs = F.FindingInputs(
+        llms=["a"],
+        perplexity={(D, "a"): ppl},
+        answers={(D, "a", "none"): answers_frame(first(10)), (D, "a", "human"): answers_frame(first(5))},
+        known={(D, "a"): known_frame(first(10))},
+    )
+    for measure in ("ppl_passage", "ppl_query_passage"):
+        entry = F.gold_lower_perplexity(inputs, RS, measure)
+        cell = entry["cells"][0]
+        assert -23 < cell["effect"] < -15 and cell["hi"] < 0 and entry["verdict"] == "holds" and entry["overall"] == "cells"
+    lose = F.known_lose_with_human(inputs, RS)
+    assert lose["cells"][0]["n"] == 10 and lose["effect"] == pytest.approx(-50.0) and lose["verdict"] == "holds"
+
+
+def judgments_frame(selections):
+    """qid -> selected pids among p1..p3, as a judgments table."""
+    rows = [(q, p, p in chosen, True, "") for q, chosen in selections.items() for p in ("p1", "p2", "p3")]
+    return pl.DataFrame(rows, schema=["qid", "pid", "selected", "parsed", "output"], orient="row")
+
+
+def test_listwise_beats_pointwise_overselection_and_attention():
+    gold_c = pl.DataFrame({"qid": QIDS[:10], "pid": ["p1"] * 10})  # q10..q19: empty gold (known)
+    listwise = judgments_frame({q: {"p1"} if i < 10 else set() for i, q in enumerate(QIDS)})
+    pointwise = judgments_frame({q: ({"p1", "p2", "p3"} if i % 2 == 0 else {"p2"}) for i, q in enumerate(QIDS)})
+    ranking = lambda order: pl.DataFrame(  # noqa: E731
+        [(q, p, r, 0.0, True) for q in QIDS[:10] for r, p in enumerate(order, 1)], schema=["qid", "pid", "rank", "score", "parsed"], orient="row"
+    )
+    inputs = F.FindingInputs(
+        llms=["a"],
+        gold={(D, "a", "C"): gold_c},
+        known={(D, "a"): known_frame(set(QIDS[10:]))},
+        judgments={(D, "a", "listwise"): listwise, (D, "a", "pointwise"): pointwise},
+        rankings={(D, "a", "retriever"): ranking(["p1", "p2", "p3"]), (D, "a", "attention"): ranking(["p3", "p2", "p1"])},
+        k=2,
+    )
+    f1 = F.listwise_beats_pointwise(inputs, RS)
+    # listwise: P = R = 1; pointwise: P = (1/3 + 0) / 2, R = 1/2 -> F1 = 2PR / (P + R) = 0.2857...
+    assert f1["cells"][0]["pair"] == "listwise vs pointwise"
+    assert f1["effect"] == pytest.approx(100 * (1 - 2 * (1 / 6) * 0.5 / (1 / 6 + 0.5)), abs=1e-3)
+    assert f1["verdict"] == "holds"
+    over = by_id([F.known_overselection(inputs, RS)])["known_overselection"]
+    cells = {c["method"]: c for c in over["cells"]}
+    assert cells["pointwise"]["effect"] == 100.0 and cells["pointwise"]["verdict"] == "holds"  # selects on every known query
+    assert cells["listwise"]["effect"] == 0.0 and cells["listwise"]["verdict"] == "reversed"  # rejects them all
+    attention = F.attention_below_retriever(inputs, RS)
+    assert attention["effect"] < 0 and attention["verdict"] == "holds" and "NDCG@2" in attention["unit"]
+
+
+def test_missing_inputs_are_not_run_with_a_reason():
+    entries = F.all_findings(F.FindingInputs(llms=["a"]), RS)
+    assert len(entries) == 18 and {e["status"] for e in entries} == {"not run"}
+    assert all(e["verdict"] == "not run" and e["reason"] for e in entries)
+    assert by_id(entries)["own_gold_beats_others_U"]["reason"] == "needs at least two LLMs (config llms)"
+    assert by_id(entries)["gold_lower_perplexity"]["reason"] == "the perplexity stage is not among the inputs"
+    # Table 1's answers alone: its findings (and own gold vs Human, the same answers) run, no other.
+    ran = {e["id"] for e in F.all_findings(table1_inputs(), RS) if e["status"] == "run"}
+    assert ran == {"table1_gu_over_gc", "table1_gc_over_human", "table1_human_over_u", "table1_u_over_c", "table1_c_over_none", "own_gold_beats_human"}
+    json.dumps(entries, allow_nan=False)  # findings.json is strict JSON
+
+
+def test_findings_markdown_and_html_list_every_finding():
+    entries = F.all_findings(table1_inputs(), RS)
+    md, html = F.findings_markdown(entries, RS), F.findings_html(entries, RS)
+    for e in entries:
+        assert f"| {e['id']}" in md and e["id"] in html
+    assert "## table1_gu_over_gc" in md and "not run" in md
+
+
+# --- cost table --------------------------------------------------------------------------------------
+
+
+def _stats_line(made, served, prompt, output, seconds, kind="generate"):
+    calls = {kind: {"made": made, "served": served, "prompt_tokens": prompt, "output_tokens": output, "seconds": seconds}}
+    return f"2026-01-01 INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'calls': calls})}\n"
+
+
+def test_cost_table_sums_store_stats_and_benchmarks(tmp_path):
+    log1, log2 = tmp_path / "j1.log", tmp_path / "j2.log"
+    log1.write_text("loading\n" + _stats_line(4, 1, 400, 20, 2.0) + _stats_line(2, 0, 100, 0, 1.0, kind="score"))
+    log2.write_text(_stats_line(0, 5, 0, 0, 0.1))
+    bench = tmp_path / "j1.tsv"
+    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\n10.0\t0:00:10\t512.5\t900\n")
+    assert read_store_stats(log1)["score"]["prompt_tokens"] == 100 and read_store_stats(tmp_path / "none.log") is None
+    assert read_benchmark(bench) == {"seconds": 10.0, "max_rss_mb": 512.5}
+    jobs = [
+        {"rule": "rank", "wildcards": {"dataset": "d1", "llm": "a", "method": "likelihood"}, "log": str(log1), "benchmark": str(bench)},
+        {"rule": "rank", "wildcards": {"dataset": "d2", "llm": "a", "method": "likelihood"}, "log": str(log2), "benchmark": None},
+        {"rule": "judge", "wildcards": {"dataset": "d1", "llm": "a", "method": "pointwise"}, "log": str(tmp_path / "missing.log"), "benchmark": None},
+    ]
+    table = cost_table(jobs)
+    rank = table.filter(pl.col("rule") == "rank").row(0, named=True)
+    assert (rank["jobs"], rank["kinds"], rank["calls_made"], rank["calls_served"]) == (2, "generate+score", 6, 6)
+    assert (rank["prompt_tokens"], rank["output_tokens"], rank["wall_seconds"], rank["max_rss_mb"]) == (500, 20, 10.0, 512.5)
+    assert rank["missing"] == "1 without benchmark"
+    judge = table.filter(pl.col("rule") == "judge").row(0, named=True)
+    assert judge["calls_made"] == 0 and judge["missing"] == "1 without log, 1 without benchmark"
+    total = table.filter((pl.col("rule") == "total") & (pl.col("llm") == "all")).row(0, named=True)
+    assert (total["jobs"], total["calls_made"], total["prompt_tokens"]) == (3, 6, 500)
+
+
+def test_cost_log_with_a_broken_stats_line_names_file_and_line(tmp_path):
+    log = tmp_path / "bad.log"
+    log.write_text("first\nsecond\nINFO store_stats {not json}\n")
+    with pytest.raises(ValueError, match=r"bad.log:3: unreadable store_stats line"):
+        read_store_stats(log)
+
+
+# --- intervals in the tables -------------------------------------------------------------------------
+
+
+def test_interval_columns_sit_beside_their_values_and_render_small():
+    table = pl.DataFrame({"dataset": ["d"], "llm": ["a"], "column": ["None"], "correct": [50.0], "avg_size": [None], "n_queries": [4]},
+                         schema_overrides={"avg_size": pl.Float64})
+    with_iv = join_intervals(table, pl.DataFrame({"dataset": ["d"], "llm": ["a"], "column": ["None"], "lo": [20.0], "hi": [80.0]}), ["dataset", "llm", "column"])
+    assert with_iv.columns == ["dataset", "llm", "column", "correct", "lo", "hi", "avg_size", "n_queries"]
+    assert table1_blocks(with_iv, "md")["d"].loc["a", "None"] == "**50.00** <sub>[20.0, 80.0]</sub>"
+    assert table1_blocks(with_iv, "tex")["d"].loc["a", "None"] == r"\textbf{50.00} {\scriptsize [20.0, 80.0]}"
+    assert table1_blocks(table, "md")["d"].loc["a", "None"] == "**50.00**"  # intervals off: the paper's layout
+    scores = pl.DataFrame({"llm": ["a", "a"], "method": ["m1", "m2"], "dataset": ["d", "d"], "f1": [40.0, 60.0], "f1_lo": [30.0, None], "f1_hi": [50.0, None]})
+    block = grouped_blocks(scores, group="llm", index=["method"], across="dataset", values=[("f1", "F1", "max")])["a"]
+    assert block.loc["m1", "F1 d"] == "40.00 <sub>[30.0, 50.0]</sub>" and block.loc["m2", "F1 d"] == "**60.00**"
+    assert interval_text(float("nan"), 1.0) == ""
