@@ -165,7 +165,7 @@ def grouped_blocks(
         cells: dict[tuple, dict[str, str]] = {}
         for column, header, best in values:
             for (key,), sub in part.group_by(across, maintain_order=True):
-                shown = sub[column].round(2)
+                shown = sub[column].fill_nan(None).round(2)  # a mean over no query is "-", not "nan"
                 target = None
                 if best and shown.drop_nulls().len():
                     target = shown.max() if best == "max" else shown.min()
@@ -177,7 +177,7 @@ def grouped_blocks(
                         text = bold.format(text)
                     if value is not None:
                         text += interval_text(lo, hi, markup)
-                    cells.setdefault(row, {})[f"{header} {key}"] = text
+                    cells.setdefault(row, {})[f"{header} {key}" if key != name else header] = text
         frame = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
         frame.index = pd.MultiIndex.from_tuples(frame.index, names=list(index)) if len(index) > 1 else [r[0] for r in frame.index]
         blocks[str(name)] = frame
@@ -198,7 +198,8 @@ def write_grouped_table(
     write_csv(df, csv_path)
     parts = [f"## {title}\n"] + ([f"{note}\n"] if note else [])
     for name, block in grouped_blocks(df, markup="md", **layout).items():
-        md = block.to_markdown(colalign=["left"] * (block.index.nlevels) + ["right"] * block.shape[1], disable_numparse=True)
+        block = block.reset_index(names=list(layout["index"]))  # one column per index level
+        md = block.to_markdown(index=False, colalign=["left"] * len(layout["index"]) + ["right"] * (block.shape[1] - len(layout["index"])), disable_numparse=True)
         parts.append(f"### {name}\n\n{md}\n")
     if df.is_empty():
         parts.append("(no rows: nothing configured for this table)\n")
