@@ -269,50 +269,71 @@ def can_think(llm):
     return config["llms"][llm]["can_think"]
 
 
-def judgment_methods_of(dataset, llm):
-    """The selection methods judged for (dataset, llm): Table 2's, the RAG ones, and the thinking
-    ones where the model has a thinking switch and the dataset is one of thinking_datasets.
-    """
-    methods = list(dict.fromkeys(JUDGE["methods"] + JUDGE["rag_methods"]))
-    thinking_datasets = JUDGE["thinking_datasets"] or DATASETS
-    if can_think(llm) and dataset in thinking_datasets:
-        methods += [m for m in JUDGE["thinking_methods"] if m not in methods]
-    return methods
+def thinking_pairs():
+    """(dataset, llm) pairs the thinking methods run for (Table 5)."""
+    datasets = JUDGE["thinking_datasets"] or DATASETS
+    return [(d, llm) for d in datasets for llm in LLMS if can_think(llm)]
 
 
-def judgment_method(wildcards):
-    return selection_method(wildcards.method)
+def _counterpart(method):
+    """The method without thinking that a thinking method is compared with in Table 5."""
+    return method.replace("_pat_think", "_pa").replace("_think", "")
 
 
-def pseudo_answers_input(wildcards):
-    """The answers a method's pseudo-answer comes from (topk, or topk_think), if it uses one."""
-    context = judgment_method(wildcards).pseudo_context
-    return {"pseudo_answers": fill(ANSWERS, context=context)} if context else {}
+# The selection methods one `judge` job runs for every (dataset, LLM): Table 2's, the RAG ones, and
+# Table 5's counterparts where some model thinks. The thinking ones run in `judge_thinking`.
+JUDGE_METHODS = list(
+    dict.fromkeys(
+        JUDGE["methods"]
+        + JUDGE["rag_methods"]
+        + (
+            [_counterpart(m) for m in JUDGE["thinking_methods"]]
+            if thinking_pairs()
+            else []
+        )
+    )
+)
+THINKING_METHODS = list(JUDGE["thinking_methods"])
+# Table 8 compares these two when both are judged.
+KNOWN_REJECTION = ["listwise_pa", "listwise_pa_reject"]
+# Rankings by the LLM's own backend in one `rank` job; attention in `rank_attention`.
+RANKED = list(dict.fromkeys(RANK["methods"] + RANK["rag_methods"]))
+MODEL_RANKINGS = [m for m in RANKED if m in ("listwise", "listwise_pa", "likelihood")]
 
 
-def judge_spec(wildcards):
-    """The LLM's spec, with thinking on for the methods that judge with thinking."""
-    spec = llm_cfg(wildcards)
-    if judgment_method(wildcards).thinking:
-        return {**spec, "enable_thinking": True}
-    return spec
+def judge_inputs(methods):
+    """The pseudo-answers ``methods`` need, named by their answer context (topk, topk_think)."""
+    contexts = {selection_method(m).pseudo_context for m in methods} - {None}
+    return {ctx: fill(ANSWERS, context=ctx) for ctx in sorted(contexts)}
 
 
-def judge_max_new_tokens(wildcards):
-    method = judgment_method(wildcards)
-    if method.thinking:
-        return JUDGE["thinking_max_new_tokens"]
-    return JUDGE[f"{method.form}_max_new_tokens"]
+def judge_max_new_tokens():
+    return {
+        "pointwise": JUDGE["pointwise_max_new_tokens"],
+        "listwise": JUDGE["listwise_max_new_tokens"],
+        "thinking": JUDGE["thinking_max_new_tokens"],
+    }
+
+
+def thinking_spec(wildcards):
+    """The LLM's spec with thinking on (judge_thinking)."""
+    return {**llm_cfg(wildcards), "enable_thinking": True, "stop": []}
 
 
 def thinking_answer_spec(wildcards):
     """topk_think: the top-k answer with thinking on and the thinking budget (pseudo-answer (T))."""
     return {
-        **llm_cfg(wildcards),
-        "enable_thinking": True,
+        **thinking_spec(wildcards),
         "max_new_tokens": JUDGE["thinking_max_new_tokens"],
-        "stop": [],
     }
+
+
+def judgments_named(methods):
+    return {m: fill(JUDGMENTS, method=m) for m in methods}
+
+
+def rankings_named(methods):
+    return {m: fill(RANKINGS, method=m) for m in methods}
 
 
 def selected_contexts():
@@ -340,20 +361,6 @@ def reranked_tables():
         f"reranked_{m}_top{RANK['rag_top']}": fill(RANKINGS, method=m)
         for m in RANK["rag_methods"]
     }
-
-
-def ranking_pseudo_answers(wildcards):
-    """listwise_pa and likelihood read the pseudo-answer; attention reads the answer it attends from
-    (the same topk answer)."""
-    if wildcards.method in ("listwise_pa", "likelihood", "attention"):
-        return {"pseudo_answers": fill(ANSWERS, context="topk")}
-    return {}
-
-
-def ranking_conda_env(wildcards):
-    if wildcards.method == "attention":
-        return f"../envs/llm-{RANK['attention_backend']}.yaml"
-    return llm_conda_env(wildcards)
 
 
 # --- inputs of the judgment tables, keyed ---------------------------------------------------------
@@ -387,13 +394,10 @@ def thinking_llms():
 
 def table5_methods(dataset, llm):
     """Table 5: the thinking methods and their counterparts without thinking."""
-    if not can_think(llm) or dataset not in (JUDGE["thinking_datasets"] or DATASETS):
+    if (dataset, llm) not in thinking_pairs():
         return []
-    base = {
-        m.replace("_pat_think", "_pa").replace("_think", "")
-        for m in JUDGE["thinking_methods"]
-    }
-    return [m for m in SELECTION_METHODS if m in base] + list(JUDGE["thinking_methods"])
+    counterparts = [_counterpart(m) for m in THINKING_METHODS]
+    return list(dict.fromkeys(counterparts)) + THINKING_METHODS
 
 
 def table5_inputs():
@@ -471,31 +475,23 @@ def transfer_unknown_inputs(wildcards):
 # The model jobs the other targets run, as (rule, wildcards): the cost table's rows. Each must be a
 # job the DAG runs anyway (the cost rule asks for their outputs); tests/test_workflow_dryrun.py
 # checks that the cost table schedules exactly the model jobs of the full DAG.
-def _judged_methods(dataset, llm):
-    """Table 2's, the rag and thinking methods, Table 8's pair and Table 5's counterparts."""
-    methods = judgment_methods_of(dataset, llm) + ["listwise_pa", "listwise_pa_reject"]
-    return list(dict.fromkeys(methods + table5_methods(dataset, llm)))
-
-
 def model_jobs():
     pairs = [{"dataset": d, "llm": llm} for d in DATASETS for llm in LLMS]
+    thinking = [{"dataset": d, "llm": llm} for d, llm in thinking_pairs()]
     jobs = [("materialize_model", {"llm": llm}) for llm in LLMS]
-    for name in ("answer_candidates", "answer_gold_C", "answer_gold_U"):
+    for name in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
         jobs += [(name, wc) for wc in pairs]
-    for wc in pairs:
-        methods = _judged_methods(wc["dataset"], wc["llm"])
-        if any(selection_method(m).pseudo_context == "topk_think" for m in methods):
-            jobs.append(("answer_thinking", wc))
-        jobs += [("judge", {**wc, "method": m}) for m in methods]
+    if any(
+        selection_method(m).pseudo_context == "topk_think" for m in THINKING_METHODS
+    ):
+        jobs += [("answer_thinking", wc) for wc in thinking]
+    jobs += [("judge_thinking", wc) for wc in thinking]
     if JUDGE["rag_methods"]:
         jobs += [("answer_selected", wc) for wc in pairs]
-    ranked = [
-        m
-        for m in dict.fromkeys(RANK["methods"] + RANK["rag_methods"])
-        if m != "retriever"
-    ]
-    for wc in pairs:
-        jobs += [("rank", {**wc, "method": m}) for m in ranked]
+    if MODEL_RANKINGS:
+        jobs += [("rank", wc) for wc in pairs]
+    if "attention" in RANKED:
+        jobs += [("rank_attention", wc) for wc in pairs]
     if RANK["rag_methods"]:
         jobs += [("answer_reranked", wc) for wc in pairs]
     jobs += [("perplexity", wc) for wc in pairs]
@@ -506,8 +502,39 @@ def _filled(pattern, wildcards):
     return expand(str(pattern), **wildcards)[0] if pattern else None
 
 
+def _first_output(name):
+    """One output pattern of a model rule, from the patterns of this file: `rules.<name>.output`
+    would be the storage-local path under a storage provider (Kubernetes), not an input.
+    """
+    first = {
+        "materialize_model": MANIFEST,
+        "answer_candidates": fill(ANSWERS, context="none"),
+        "answer_gold_C": fill(ANSWERS, context=gold_contexts("C")[0]),
+        "answer_gold_U": fill(ANSWERS, context=gold_contexts("U")[0]),
+        "answer_thinking": fill(ANSWERS, context="topk_think"),
+        "judge": fill(JUDGMENTS, method=JUDGE_METHODS[0]) if JUDGE_METHODS else None,
+        "judge_thinking": (
+            fill(JUDGMENTS, method=THINKING_METHODS[0]) if THINKING_METHODS else None
+        ),
+        "answer_selected": (
+            fill(ANSWERS, context=selected_contexts()[0])
+            if selected_contexts()
+            else None
+        ),
+        "rank": fill(RANKINGS, method=MODEL_RANKINGS[0]) if MODEL_RANKINGS else None,
+        "rank_attention": fill(RANKINGS, method="attention"),
+        "answer_reranked": (
+            fill(ANSWERS, context=reranked_contexts()[0])
+            if reranked_contexts()
+            else None
+        ),
+        "perplexity": PERPLEXITY,
+    }
+    return first[name]
+
+
 def model_job_outputs():
-    return [_filled(getattr(rules, name).output[0], wc) for name, wc in model_jobs()]
+    return [_filled(_first_output(name), wc) for name, wc in model_jobs()]
 
 
 def model_job_records():

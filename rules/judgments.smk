@@ -2,7 +2,8 @@
 # (pointwise and listwise, with and without its pseudo-answer, known-rejection, thinking), utility
 # rankings of C (verbalized, likelihood, attention), RAG with what it selected or ranked first, its
 # perplexity of human passages, and its gold sets as TREC qrels. Every model call goes through the
-# generation store.
+# generation store. A model job covers every configured method of its kind for one (dataset, LLM):
+# one engine start; adding a method reruns it, and the store serves every call already made.
 
 
 localrules:
@@ -23,34 +24,53 @@ use rule answer_candidates as answer_thinking with:
         synonyms=config["verdict_synonyms"],
 
 
+# Verbalized selection with every configured method (judgments.methods and rag_methods).
 rule judge:
     input:
-        unpack(pseudo_answers_input),
+        unpack(lambda wc: judge_inputs(JUDGE_METHODS)),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
     output:
-        judgments=JUDGMENTS,
+        **judgments_named(JUDGE_METHODS),
     log:
-        "logs/judge/{dataset}/{llm}/{method}.log",
+        "logs/judge/{dataset}/{llm}.log",
     benchmark:
-        "benchmarks/out/judge/{dataset}/{llm}/{method}.tsv"
-    wildcard_constraints:
-        method="|".join(SELECTION_METHODS),
+        "benchmarks/out/judge/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
     threads: 8
     resources:
+        gpu=gpus_of_llm,
         mem_mb=llm_mem_mb,
         runtime=llm_runtime,
-        gpu=gpus_of_llm,
     params:
-        spec=judge_spec,
-        max_new_tokens=judge_max_new_tokens,
+        spec=llm_cfg,
+        max_new_tokens=judge_max_new_tokens(),
         max_queries=JUDGE["max_queries"],
     script:
         "../workflow/scripts/judge.py"
+
+
+# The same judgments with thinking on (Table 5), for models with a thinking switch.
+use rule judge as judge_thinking with:
+    input:
+        unpack(lambda wc: judge_inputs(THINKING_METHODS)),
+        queries=QUERIES,
+        candidates=CANDIDATES,
+        manifest=MANIFEST,
+        prompts=config["prompts"],
+    output:
+        **judgments_named(THINKING_METHODS),
+    log:
+        "logs/judge_thinking/{dataset}/{llm}.log",
+    benchmark:
+        "benchmarks/out/judge_thinking/{dataset}/{llm}.tsv"
+    params:
+        spec=thinking_spec,
+        max_new_tokens=judge_max_new_tokens(),
+        max_queries=JUDGE["max_queries"],
 
 
 # RAG with selections: every LLM answers with each rag method's selections of every LLM (Table 3:
@@ -76,9 +96,9 @@ rule rank_retriever:
         queries=QUERIES,
         candidates=CANDIDATES,
     output:
-        ranking=fill(RANKINGS, method="retriever"),
+        retriever=fill(RANKINGS, method="retriever"),
     log:
-        "logs/rank/{dataset}/{llm}/retriever.log",
+        "logs/rank_retriever/{dataset}/{llm}.log",
     conda:
         "../envs/base.yaml"
     resources:
@@ -90,36 +110,47 @@ rule rank_retriever:
         "../workflow/scripts/rank.py"
 
 
-# Rankings by the LLM: verbalized listwise (with and without pseudo-answer), likelihood of the
-# pseudo-answer (Eq. 7) and attention (Eq. 6, on the transformers backend).
+# Rankings by the LLM: verbalized listwise (with and without pseudo-answer) and the likelihood of
+# its pseudo-answer (Eq. 7), as configured in rankings.methods and rag_methods.
 rule rank:
     input:
-        unpack(ranking_pseudo_answers),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
+        pseudo_answers=fill(ANSWERS, context="topk"),
     output:
-        ranking=RANKINGS,
+        **rankings_named(MODEL_RANKINGS),
     log:
-        "logs/rank/{dataset}/{llm}/{method}.log",
+        "logs/rank/{dataset}/{llm}.log",
     benchmark:
-        "benchmarks/out/rank/{dataset}/{llm}/{method}.tsv"
-    wildcard_constraints:
-        method="listwise|listwise_pa|likelihood|attention",
+        "benchmarks/out/rank/{dataset}/{llm}.tsv"
     conda:
-        ranking_conda_env
+        llm_conda_env
     threads: 8
     resources:
+        gpu=gpus_of_llm,
         mem_mb=llm_mem_mb,
         runtime=llm_runtime,
-        gpu=gpus_of_llm,
     params:
         spec=llm_cfg,
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
     script:
         "../workflow/scripts/rank.py"
+
+
+# Attention (Eq. 6): the answer generated with all of C attending to each passage, on the
+# transformers backend whatever backend the LLM generates with (vLLM exposes no attention weights).
+use rule rank as rank_attention with:
+    output:
+        attention=fill(RANKINGS, method="attention"),
+    log:
+        "logs/rank_attention/{dataset}/{llm}.log",
+    benchmark:
+        "benchmarks/out/rank_attention/{dataset}/{llm}.tsv"
+    conda:
+        f"../envs/llm-{RANK['attention_backend']}.yaml"
 
 
 # RAG with the top passages of the LLM's own rankings (Table 7).
@@ -155,9 +186,9 @@ rule perplexity:
         llm_conda_env
     threads: 8
     resources:
+        gpu=gpus_of_llm,
         mem_mb=llm_mem_mb,
         runtime=llm_runtime,
-        gpu=gpus_of_llm,
     params:
         spec=llm_cfg,
     script:

@@ -302,7 +302,9 @@ rule table8:
             "judgments",
             JUDGMENTS,
             DATASETS,
-            lambda d, llm: ["listwise_pa", "listwise_pa_reject"],
+            lambda d, llm: (
+                KNOWN_REJECTION if set(KNOWN_REJECTION) <= set(JUDGE_METHODS) else []
+            ),
         ),
         **gold_C_inputs(),
     output:
@@ -322,6 +324,11 @@ rule table8:
         runtime=RESOURCES["light"]["runtime"],
     params:
         intervals=INTERVALS,
+        note=(
+            ""
+            if set(KNOWN_REJECTION) <= set(JUDGE_METHODS)
+            else "Known-rejection needs listwise_pa and listwise_pa_reject in judgments.methods."
+        ),
     script:
         "../workflow/scripts/table8.py"
 

@@ -117,24 +117,24 @@ def run(tmp_path_factory):
                 dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables=tables,
                 outputs={ctx: ans(llm, ctx) for ctx in tables}, job=f"answer_gold_{cand}", **common(llm),
             )
-        for method in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"):
-            m = method
-            pseudo = ans(llm, "topk") if "_pa" in m else None
-            form = "pointwise" if m.startswith("pointwise") else "listwise"
-            pipeline.judge_job(
-                method=m, dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts,
-                pseudo_answers=pseudo, max_new_tokens=judge_cfg[f"{form}_max_new_tokens"], max_queries=3,
-                job=f"judge-{m}", output=str(tmp / llm / "judgments" / f"{m}.parquet"), **common(llm),
-            )
-        for method in ("retriever", "listwise", "listwise_pa", "likelihood", "attention"):
-            extra = {} if method == "retriever" else {
-                **common(llm), "prompts": prompts, "rankings_cfg": rank_cfg, "job": f"rank-{method}",
-                "pseudo_answers": ans(llm, "topk") if method != "listwise" else None,
-            }
-            pipeline.rank_job(
-                method=method, dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3,
-                output=str(tmp / llm / "rankings" / f"{method}.parquet"), **extra,
-            )
+        methods = ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")
+        pipeline.judge_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts,
+            pseudo_answers={"topk": ans(llm, "topk")},
+            max_new_tokens={"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"], "thinking": 64},
+            max_queries=3, job="judge", outputs={m: str(tmp / llm / "judgments" / f"{m}.parquet") for m in methods}, **common(llm),
+        )
+        rankings = {m: str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("retriever", "listwise", "listwise_pa", "likelihood", "attention")}
+        pipeline.rank_job(dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, outputs={"retriever": rankings["retriever"]})
+        model = {**common(llm), "prompts": prompts, "rankings_cfg": rank_cfg, "pseudo_answers": ans(llm, "topk")}
+        pipeline.rank_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, job="rank",
+            outputs={m: rankings[m] for m in ("listwise", "listwise_pa", "likelihood")}, **model,
+        )
+        pipeline.rank_job(
+            dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, job="rank_attention",
+            outputs={"attention": rankings["attention"]}, **model,
+        )
         pipeline.perplexity_job(
             dataset=DATASET, queries=paths["queries"], candidates=cands, gold_U=str(tmp / llm / "gold_U.parquet"),
             job="perplexity", output=str(tmp / llm / "perplexity.parquet"), **{k: v for k, v in common(llm).items()},

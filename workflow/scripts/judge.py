@@ -1,7 +1,8 @@
-"""Rule judge: one LLM's verbalized utility judgments of every candidate of C with one selection
-method (pointwise or listwise; with pseudo-answer, known-rejection or thinking as the name says).
+"""Rules judge and judge_thinking: one LLM's verbalized utility judgments of every candidate of C,
+with every selection method its outputs name (pointwise or listwise; with pseudo-answer,
+known-rejection or thinking as the name says), in one model session.
 
-By hand:  python workflow/scripts/judge.py dataset=wf-single llm=smollm2-135m method=listwise_pa
+By hand:  python workflow/scripts/judge.py judge dataset=wf-single llm=smollm2-135m
 """
 
 if "snakemake" not in globals():
@@ -21,19 +22,18 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.pipeline import judge_job
 
     judge_job(
-        method=snakemake.wildcards.method,
         dataset=snakemake.wildcards.dataset,
         queries=snakemake.input.queries,
         candidates=snakemake.input.candidates,
         manifest=snakemake.input.manifest,
         prompts=snakemake.input.prompts,
-        pseudo_answers=snakemake.input.get("pseudo_answers"),
+        pseudo_answers={k: snakemake.input[k] for k in ("topk", "topk_think") if k in snakemake.input.keys()},
         spec=snakemake.params.spec,
         max_new_tokens=snakemake.params.max_new_tokens,
         max_queries=snakemake.params.max_queries,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
         job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
-        output=snakemake.output.judgments,
+        outputs=dict(snakemake.output.items()),
         threads=snakemake.threads,
         log=log,
     )

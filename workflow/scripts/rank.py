@@ -1,7 +1,8 @@
-"""Rules rank_retriever and rank: one utility ranking of C per (dataset, LLM, method): the retrieval
-order, the LLM's verbalized listwise ranking, the likelihood of its pseudo-answer, or its attention.
+"""Rules rank_retriever, rank and rank_attention: the utility rankings of C its outputs name, for
+one (dataset, LLM): the retrieval order; the LLM's verbalized listwise ranking and the likelihood of
+its pseudo-answer (one model session); or its attention (on the transformers backend).
 
-By hand:  python workflow/scripts/rank.py rank dataset=wf-single llm=smollm2-135m method=likelihood
+By hand:  python workflow/scripts/rank.py rank dataset=wf-single llm=smollm2-135m
 """
 
 if "snakemake" not in globals():
@@ -17,13 +18,13 @@ from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or 
 from llm_utility.generation.store import job_name  # noqa: E402
 from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
 
-method = snakemake.wildcards.get("method", "retriever")
+outputs = dict(snakemake.output.items())
 model = {}
-if method != "retriever":
+if set(outputs) != {"retriever"}:
     model = dict(
         manifest=snakemake.input.manifest,
         prompts=snakemake.input.prompts,
-        pseudo_answers=snakemake.input.get("pseudo_answers"),
+        pseudo_answers=snakemake.input.pseudo_answers,
         spec=snakemake.params.spec,
         rankings_cfg=snakemake.params.rankings,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
@@ -35,11 +36,10 @@ with lease_gpus(snakemake.resources.get("gpu", 0), gpu_lock_dir(snakemake.config
     from llm_utility.pipeline import rank_job
 
     rank_job(
-        method=method,
         dataset=snakemake.wildcards.dataset,
         queries=snakemake.input.queries,
         candidates=snakemake.input.candidates,
-        output=snakemake.output.ranking,
+        outputs=outputs,
         max_queries=snakemake.params.max_queries,
         log=log,
         **model,

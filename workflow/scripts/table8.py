@@ -22,4 +22,5 @@ table8_job(
     md=snakemake.output.md,
     tex=snakemake.output.tex,
     intervals=snakemake.params.intervals,
+    note=snakemake.params.note,
 )

@@ -217,7 +217,9 @@ def table7_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mappin
     )
 
 
-def table8_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
+def table8_job(
+    *, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, note: str = ""
+) -> None:
     """Table 8: listwise selection with pseudo-answer, without / with the known-rejection instruction:
     precision, recall, F1, and the average number of passages selected on each side."""
     from ..report.judgments import selection_scores
@@ -227,8 +229,8 @@ def table8_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mappi
     scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
     write_grouped_table(
         scores, csv, md, tex, title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
-        note="P/R/F1 over queries whose gold set is not empty; count: average passages selected on queries whose "
-        "gold set is not empty / empty; Acc: share of empty-gold queries where nothing was selected.",
+        note=note or "P/R/F1 over queries whose gold set is not empty; count: average passages selected on queries "
+        "whose gold set is not empty / empty; Acc: share of empty-gold queries where nothing was selected.",
         group="dataset", index=["llm"], across="method",
         values=[("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""),
                 ("avg_selected_nonempty", "count (gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
