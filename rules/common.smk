@@ -296,9 +296,9 @@ JUDGE_METHODS = list(
 THINKING_METHODS = list(JUDGE["thinking_methods"])
 # Table 8 compares these two when both are judged.
 KNOWN_REJECTION = ["listwise_pa", "listwise_pa_reject"]
-# Rankings by the LLM's own backend in one `rank` job; attention in `rank_attention`.
+# The rankings the LLM makes (in its `judge` job); the retriever's needs no model.
 RANKED = list(dict.fromkeys(RANK["methods"] + RANK["rag_methods"]))
-MODEL_RANKINGS = [m for m in RANKED if m in ("listwise", "listwise_pa", "likelihood")]
+MODEL_RANKINGS = [m for m in RANKED if m != "retriever"]
 
 
 def judge_inputs(methods):
@@ -328,12 +328,13 @@ def thinking_answer_spec(wildcards):
     }
 
 
-def judgments_named(methods):
-    return {m: fill(JUDGMENTS, method=m) for m in methods}
-
-
-def rankings_named(methods):
-    return {m: fill(RANKINGS, method=m) for m in methods}
+def judge_outputs(methods, rankings=(), perplexity=False):
+    """A judge job's outputs, named by kind and method (read back with keyed_inputs)."""
+    out = {input_key("judgments", m): fill(JUDGMENTS, method=m) for m in methods}
+    out |= {input_key("rankings", m): fill(RANKINGS, method=m) for m in rankings}
+    if perplexity:
+        out["perplexity"] = PERPLEXITY
+    return out
 
 
 def selected_contexts():
@@ -486,15 +487,8 @@ def model_jobs():
     ):
         jobs += [("answer_thinking", wc) for wc in thinking]
     jobs += [("judge_thinking", wc) for wc in thinking]
-    if JUDGE["rag_methods"]:
-        jobs += [("answer_selected", wc) for wc in pairs]
-    if MODEL_RANKINGS:
-        jobs += [("rank", wc) for wc in pairs]
-    if "attention" in RANKED:
-        jobs += [("rank_attention", wc) for wc in pairs]
-    if RANK["rag_methods"]:
-        jobs += [("answer_reranked", wc) for wc in pairs]
-    jobs += [("perplexity", wc) for wc in pairs]
+    if JUDGE["rag_methods"] or RANK["rag_methods"]:
+        jobs += [("answer_judgments", wc) for wc in pairs]
     return jobs
 
 
@@ -512,23 +506,13 @@ def _first_output(name):
         "answer_gold_C": fill(ANSWERS, context=gold_contexts("C")[0]),
         "answer_gold_U": fill(ANSWERS, context=gold_contexts("U")[0]),
         "answer_thinking": fill(ANSWERS, context="topk_think"),
-        "judge": fill(JUDGMENTS, method=JUDGE_METHODS[0]) if JUDGE_METHODS else None,
+        "judge": PERPLEXITY,
         "judge_thinking": (
             fill(JUDGMENTS, method=THINKING_METHODS[0]) if THINKING_METHODS else None
         ),
-        "answer_selected": (
-            fill(ANSWERS, context=selected_contexts()[0])
-            if selected_contexts()
-            else None
+        "answer_judgments": fill(
+            ANSWERS, context=(selected_contexts() + reranked_contexts() + ["none"])[0]
         ),
-        "rank": fill(RANKINGS, method=MODEL_RANKINGS[0]) if MODEL_RANKINGS else None,
-        "rank_attention": fill(RANKINGS, method="attention"),
-        "answer_reranked": (
-            fill(ANSWERS, context=reranked_contexts()[0])
-            if reranked_contexts()
-            else None
-        ),
-        "perplexity": PERPLEXITY,
     }
     return first[name]
 

@@ -1,9 +1,10 @@
 # Stage 6, judgments: can an LLM tell which candidates have utility for itself? Verbalized selection
 # (pointwise and listwise, with and without its pseudo-answer, known-rejection, thinking), utility
-# rankings of C (verbalized, likelihood, attention), RAG with what it selected or ranked first, its
-# perplexity of human passages, and its gold sets as TREC qrels. Every model call goes through the
-# generation store. A model job covers every configured method of its kind for one (dataset, LLM):
-# one engine start; adding a method reruns it, and the store serves every call already made.
+# rankings of C (verbalized, likelihood, attention), its perplexity of human passages, RAG with what
+# it selected or ranked first, and its gold sets as TREC qrels. Every model call goes through the
+# generation store. One `judge` job per (dataset, LLM) makes every configured judgment, ranking and
+# perplexity in one model session: a job's start (loading a model, starting an engine) costs more
+# than many of its calls. Adding a method reruns it; the store serves every call already made.
 
 
 localrules:
@@ -24,7 +25,7 @@ use rule answer_candidates as answer_thinking with:
         synonyms=config["verdict_synonyms"],
 
 
-# Verbalized selection with every configured method (judgments.methods and rag_methods).
+# Selections with every configured method, the LLM's utility rankings and its perplexities.
 rule judge:
     input:
         unpack(lambda wc: judge_inputs(JUDGE_METHODS)),
@@ -32,8 +33,10 @@ rule judge:
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
+        topk=fill(ANSWERS, context="topk"),
+        gold_U=fill(GOLD, candidates="U"),
     output:
-        **judgments_named(JUDGE_METHODS),
+        **judge_outputs(JUDGE_METHODS, MODEL_RANKINGS, perplexity=True),
     log:
         "logs/judge/{dataset}/{llm}.log",
     benchmark:
@@ -48,12 +51,13 @@ rule judge:
     params:
         spec=llm_cfg,
         max_new_tokens=judge_max_new_tokens(),
+        rankings=RANK,
         max_queries=JUDGE["max_queries"],
     script:
         "../workflow/scripts/judge.py"
 
 
-# The same judgments with thinking on (Table 5), for models with a thinking switch.
+# The selections with thinking on (Table 5), for models with a thinking switch.
 use rule judge as judge_thinking with:
     input:
         unpack(lambda wc: judge_inputs(THINKING_METHODS)),
@@ -62,7 +66,7 @@ use rule judge as judge_thinking with:
         manifest=MANIFEST,
         prompts=config["prompts"],
     output:
-        **judgments_named(THINKING_METHODS),
+        **judge_outputs(THINKING_METHODS),
     log:
         "logs/judge_thinking/{dataset}/{llm}.log",
     benchmark:
@@ -70,24 +74,8 @@ use rule judge as judge_thinking with:
     params:
         spec=thinking_spec,
         max_new_tokens=judge_max_new_tokens(),
+        rankings=RANK,
         max_queries=JUDGE["max_queries"],
-
-
-# RAG with selections: every LLM answers with each rag method's selections of every LLM (Table 3:
-# its own; Figure 9: the others'). An empty selection is the no-passage call, served by the store.
-use rule answer_candidates as answer_selected with:
-    input:
-        **selection_tables(),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
-    output:
-        **answers_named(selected_contexts()),
-    log:
-        "logs/answer_selected/{dataset}/{llm}.log",
-    benchmark:
-        "benchmarks/out/answer_selected/{dataset}/{llm}.tsv"
 
 
 # The retrieval order as a ranking: the baseline of Table 4 (no model).
@@ -96,7 +84,7 @@ rule rank_retriever:
         queries=QUERIES,
         candidates=CANDIDATES,
     output:
-        retriever=fill(RANKINGS, method="retriever"),
+        ranking=fill(RANKINGS, method="retriever"),
     log:
         "logs/rank_retriever/{dataset}/{llm}.log",
     conda:
@@ -107,92 +95,26 @@ rule rank_retriever:
     params:
         max_queries=JUDGE["max_queries"],
     script:
-        "../workflow/scripts/rank.py"
+        "../workflow/scripts/rank_retriever.py"
 
 
-# Rankings by the LLM: verbalized listwise (with and without pseudo-answer) and the likelihood of
-# its pseudo-answer (Eq. 7), as configured in rankings.methods and rag_methods.
-rule rank:
+# RAG with judgments: every rag method's selections of every LLM (Table 3: its own; Figure 9: the
+# others') and the top passages of its own rag rankings (Table 7). An empty selection is the
+# no-passage call, a one-passage one a single call: the store serves both.
+use rule answer_candidates as answer_judgments with:
     input:
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
-        pseudo_answers=fill(ANSWERS, context="topk"),
-    output:
-        **rankings_named(MODEL_RANKINGS),
-    log:
-        "logs/rank/{dataset}/{llm}.log",
-    benchmark:
-        "benchmarks/out/rank/{dataset}/{llm}.tsv"
-    conda:
-        llm_conda_env
-    threads: 8
-    resources:
-        gpu=gpus_of_llm,
-        mem_mb=llm_mem_mb,
-        runtime=llm_runtime,
-    params:
-        spec=llm_cfg,
-        rankings=RANK,
-        max_queries=JUDGE["max_queries"],
-    script:
-        "../workflow/scripts/rank.py"
-
-
-# Attention (Eq. 6): the answer generated with all of C attending to each passage, on the
-# transformers backend whatever backend the LLM generates with (vLLM exposes no attention weights).
-use rule rank as rank_attention with:
-    output:
-        attention=fill(RANKINGS, method="attention"),
-    log:
-        "logs/rank_attention/{dataset}/{llm}.log",
-    benchmark:
-        "benchmarks/out/rank_attention/{dataset}/{llm}.tsv"
-    conda:
-        f"../envs/llm-{RANK['attention_backend']}.yaml"
-
-
-# RAG with the top passages of the LLM's own rankings (Table 7).
-use rule answer_candidates as answer_reranked with:
-    input:
+        **selection_tables(),
         **reranked_tables(),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
         prompts=config["prompts"],
     output:
-        **answers_named(reranked_contexts()),
+        **answers_named(selected_contexts() + reranked_contexts()),
     log:
-        "logs/answer_reranked/{dataset}/{llm}.log",
+        "logs/answer_judgments/{dataset}/{llm}.log",
     benchmark:
-        "benchmarks/out/answer_reranked/{dataset}/{llm}.tsv"
-
-
-# Figure 4 (top): the LLM's perplexity of human passages, in and out of its gold set (U).
-rule perplexity:
-    input:
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        gold_U=fill(GOLD, candidates="U"),
-        manifest=MANIFEST,
-    output:
-        perplexity=PERPLEXITY,
-    log:
-        "logs/perplexity/{dataset}/{llm}.log",
-    benchmark:
-        "benchmarks/out/perplexity/{dataset}/{llm}.tsv"
-    conda:
-        llm_conda_env
-    threads: 8
-    resources:
-        gpu=gpus_of_llm,
-        mem_mb=llm_mem_mb,
-        runtime=llm_runtime,
-    params:
-        spec=llm_cfg,
-    script:
-        "../workflow/scripts/perplexity.py"
+        "benchmarks/out/answer_judgments/{dataset}/{llm}.tsv"
 
 
 # Each LLM's gold sets as TREC qrels, so any retriever's run can be scored by LLM-specific utility.

@@ -118,26 +118,16 @@ def run(tmp_path_factory):
                 outputs={ctx: ans(llm, ctx) for ctx in tables}, job=f"answer_gold_{cand}", **common(llm),
             )
         methods = ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")
+        rankings = {m: str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("retriever", "listwise", "listwise_pa", "likelihood", "attention")}
+        pipeline.rank_retriever_job(queries=paths["queries"], candidates=cands, max_queries=3, output=rankings["retriever"])
         pipeline.judge_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts,
+            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, job="judge",
+            judgments={m: str(tmp / llm / "judgments" / f"{m}.parquet") for m in methods},
+            rankings={m: p for m, p in rankings.items() if m != "retriever"},
+            perplexity=str(tmp / llm / "perplexity.parquet"), gold_U=str(tmp / llm / "gold_U.parquet"),
             pseudo_answers={"topk": ans(llm, "topk")},
             max_new_tokens={"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"], "thinking": 64},
-            max_queries=3, job="judge", outputs={m: str(tmp / llm / "judgments" / f"{m}.parquet") for m in methods}, **common(llm),
-        )
-        rankings = {m: str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("retriever", "listwise", "listwise_pa", "likelihood", "attention")}
-        pipeline.rank_job(dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, outputs={"retriever": rankings["retriever"]})
-        model = {**common(llm), "prompts": prompts, "rankings_cfg": rank_cfg, "pseudo_answers": ans(llm, "topk")}
-        pipeline.rank_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, job="rank",
-            outputs={m: rankings[m] for m in ("listwise", "listwise_pa", "likelihood")}, **model,
-        )
-        pipeline.rank_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, max_queries=3, job="rank_attention",
-            outputs={"attention": rankings["attention"]}, **model,
-        )
-        pipeline.perplexity_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, gold_U=str(tmp / llm / "gold_U.parquet"),
-            job="perplexity", output=str(tmp / llm / "perplexity.parquet"), **{k: v for k, v in common(llm).items()},
+            rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common(llm),
         )
         for cand in "CU":
             pipeline.qrels_job(gold=str(tmp / llm / f"gold_{cand}.parquet"), candidates=cands, pool=cand, output=str(tmp / llm / f"qrels_{cand}.txt"))
@@ -404,3 +394,19 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     t2_table = pl.read_csv(t2["csv"])
     assert t2_table.columns[t2_table.columns.index("f1") + 1 : t2_table.columns.index("f1") + 3] == ["f1_lo", "f1_hi"]
     assert "<sub>[" in Path(t2["md"]).read_text()
+
+
+def test_attention_runs_in_a_session_of_its_own_when_the_llm_generates_elsewhere(run, tmp_path):
+    """A vLLM model's attention comes from the transformers backend: a second session (and shard)
+    after the first has closed its engine."""
+    store = tmp_path / "store"
+    out = tmp_path / "attention.parquet"
+    pipeline.judge_job(
+        dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=str(REPO / "config/prompts.yaml"),
+        manifest=str(run["tmp"] / "std-a" / "manifest.json"), spec={**run["spec"], "backend": "vllm", "gpu": 1},
+        store=str(store), job="judge", judgments={}, rankings={"attention": str(out)},
+        pseudo_answers={"topk": run["ans"]("std-a", "topk")},
+        rankings_cfg=with_defaults("rankings", {}), max_queries=2,
+    )
+    assert pl.read_parquet(out)["qid"].unique().sort().to_list() == ["q1", "q2"]
+    assert [p.name.split(".")[0] for p in sorted(store.glob("*.sqlite"))] == ["judge+attention"]

@@ -49,12 +49,11 @@ def test_paper_config_resolves_full_dag(paper_dag):
     assert counts["gold_sets"] == n_datasets * n_llms
     # One engine start per (dataset, LLM, candidate set) answers every LLM's gold set.
     assert counts["answer_gold_C"] == counts["answer_gold_U"] == n_datasets * n_llms
-    # One judgment job per pair (every configured method, one engine start), and the thinking ones
-    # for the one model with a thinking switch on NQ, with its thinking pseudo-answer there.
-    assert counts["judge"] == n_datasets * n_llms
+    # One judge job per pair (every configured selection, ranking and perplexity: one engine start),
+    # the thinking ones for the one model with a thinking switch on NQ, with its thinking
+    # pseudo-answer there, and one job answering with every judgment-derived context.
+    assert counts["judge"] == counts["rank_retriever"] == counts["answer_judgments"] == n_datasets * n_llms
     assert counts["judge_thinking"] == counts["answer_thinking"] == n_thinking
-    assert counts["rank"] == counts["rank_attention"] == counts["rank_retriever"] == n_datasets * n_llms
-    assert counts["answer_selected"] == counts["answer_reranked"] == counts["perplexity"] == n_datasets * n_llms
     assert counts["qrels"] == n_datasets * n_llms * 2
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure4", "figure9"):
         assert counts[table] == 1, table
@@ -74,7 +73,7 @@ def test_paper_config_resolves_full_dag(paper_dag):
 
 MODEL_RULES = (
     "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
-    "judge_thinking", "answer_selected", "rank", "rank_attention", "answer_reranked", "perplexity",
+    "judge_thinking", "answer_judgments",
 )
 
 
@@ -89,18 +88,18 @@ def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):
-    for rule in ("answer_candidates", "judge", "judge_thinking", "rank", "rank_attention", "perplexity", "answer_selected"):
+    for rule in ("answer_candidates", "answer_gold_U", "judge", "judge_thinking", "answer_judgments"):
         jobs = re.findall(rf"rule {rule}:.*?resources: ([^\n]*)", paper_dag, re.S)
         assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
     # qwen3-32b is configured with two GPUs (tensor parallel)
     assert re.search(r"output: results/nq/qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
-    assert re.search(r"output: [^\n]*results/nq/qwen3-32b/judgments/listwise_pa.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
+    assert re.search(r"output: [^\n]*results/nq/qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2", paper_dag, re.S)
 
 
 def test_default_config_resolves(fresh):
     counts = _job_counts(_dry_run(fresh))
     assert counts["answer_candidates"] == 3 * 2 and counts["answer_gold_U"] == 3 * 2
-    assert counts["judge"] > 0 and counts["rank"] > 0 and counts["table2"] == 1
+    assert counts["judge"] == 3 * 2 and counts["answer_judgments"] == 3 * 2 and counts["table2"] == 1
 
 
 def test_figure1_right_schedules_only_what_it_needs(fresh):
@@ -108,7 +107,7 @@ def test_figure1_right_schedules_only_what_it_needs(fresh):
     counts = _job_counts(_dry_run(fresh, "results/figures/fig1_right_transfer.png"))
     assert counts["answer_gold_U"] == 2 and "answer_gold_C" not in counts  # one dataset x two LLMs
     assert counts["answer_candidates"] == 2 and counts["retrieve"] == 1
-    assert not {"judge", "rank", "table1", "answer_selected"} & set(counts)
+    assert not {"judge", "table1", "answer_judgments"} & set(counts)
     assert sum(counts.values()) - counts["total"] <= 16
 
 

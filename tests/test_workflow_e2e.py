@@ -246,7 +246,7 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # Forcing the model jobs to run again makes no model call: the store serves every one.
     rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
-    forced = _snakemake(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "rank", "rank_attention", "answer_selected")
+    forced = _snakemake(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "answer_judgments")
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
     styled = dict(cfg, figures={**cfg["figures"], "dpi": cfg["figures"]["dpi"] + 50})

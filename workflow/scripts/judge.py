@@ -1,6 +1,6 @@
-"""Rules judge and judge_thinking: one LLM's verbalized utility judgments of every candidate of C,
-with every selection method its outputs name (pointwise or listwise; with pseudo-answer,
-known-rejection or thinking as the name says), in one model session.
+"""Rules judge and judge_thinking: everything one LLM judges or scores about one dataset's
+candidates, in one model session: verbalized selections with every method its outputs name, its
+utility rankings (verbalized, likelihood, attention) and its perplexities of human passages.
 
 By hand:  python workflow/scripts/judge.py judge dataset=wf-single llm=smollm2-135m
 """
@@ -16,7 +16,7 @@ log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
 from llm_utility.generation.store import job_name  # noqa: E402
-from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, keyed_inputs, store_root  # noqa: E402
 
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.pipeline import judge_job
@@ -27,13 +27,17 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         candidates=snakemake.input.candidates,
         manifest=snakemake.input.manifest,
         prompts=snakemake.input.prompts,
-        pseudo_answers={k: snakemake.input[k] for k in ("topk", "topk_think") if k in snakemake.input.keys()},
         spec=snakemake.params.spec,
-        max_new_tokens=snakemake.params.max_new_tokens,
-        max_queries=snakemake.params.max_queries,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
         job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
-        outputs=dict(snakemake.output.items()),
+        judgments=keyed_inputs(snakemake.output, "judgments"),
+        rankings=keyed_inputs(snakemake.output, "rankings"),
+        perplexity=snakemake.output.get("perplexity"),
+        pseudo_answers={k: snakemake.input[k] for k in ("topk", "topk_think") if k in snakemake.input.keys()},
+        gold_U=snakemake.input.get("gold_U"),
+        max_new_tokens=snakemake.params.max_new_tokens,
+        rankings_cfg=snakemake.params.rankings,
+        max_queries=snakemake.params.max_queries,
         threads=snakemake.threads,
         log=log,
     )

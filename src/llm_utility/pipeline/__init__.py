@@ -8,7 +8,7 @@ here, so a script reads ``pipeline.table1_job``.
 
 from .answers import answer_job, candidates_job, gold_job, read_candidates
 from .findings import config_job, cost_job, findings_job, transfer_unknown_job
-from .judgments import judge_job, perplexity_job, qrels_job, rank_job
+from .judgments import judge_job, qrels_job, rank_retriever_job
 from .report import (
     empty_answers_job,
     external_runs_job,
@@ -37,9 +37,8 @@ __all__ = [
     "figure4_job",
     "figure9_job",
     "judge_job",
-    "perplexity_job",
     "qrels_job",
-    "rank_job",
+    "rank_retriever_job",
     "table2_job",
     "table3_job",
     "table4_job",

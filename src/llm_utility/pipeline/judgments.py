@@ -53,44 +53,96 @@ def judge_job(
     candidates: str,
     manifest: str,
     prompts: str,
-    pseudo_answers: Mapping[str, str],
     spec: Mapping[str, Any],
-    max_new_tokens: Mapping[str, int],
-    max_queries: int | None,
     store: str,
     job: str,
-    outputs: Mapping[str, str],
+    judgments: Mapping[str, str],
+    rankings: Mapping[str, str] | None = None,
+    perplexity: str | None = None,
+    pseudo_answers: Mapping[str, str] | None = None,
+    gold_U: str | None = None,
+    max_new_tokens: Mapping[str, int] | None = None,
+    rankings_cfg: Mapping[str, Any] | None = None,
+    max_queries: int | None = None,
     threads: int | None = None,
     log: logging.Logger = _log,
 ) -> dict[str, pl.DataFrame]:
-    """Judge every candidate of C with each selection method named in ``outputs`` (method -> path),
-    in one model session, and write qid, pid, selected, parsed, output (the raw output; for a
-    listwise method the same for all candidates of a query).
+    """Everything one LLM judges or scores about one dataset's candidates, in one model session:
 
-    ``pseudo_answers`` maps the answer contexts the methods' pseudo-answers come from (``topk``,
-    ``topk_think``) to their files; ``max_new_tokens`` maps a method's form (pointwise, listwise) or
-    ``thinking`` to its output limit. An output that does not parse is a row with
-    ``parsed = false`` and nothing selected.
+    - ``judgments`` (method -> path): verbalized selections of every candidate of C, columns qid,
+      pid, selected, parsed, output (the raw output; a listwise method's is the same on all
+      candidates of a query); an output that does not parse is a row with ``parsed = false`` and
+      nothing selected; ``max_new_tokens`` maps a method's form (pointwise, listwise) or ``thinking``
+      to its output limit;
+    - ``rankings`` (method -> path): utility rankings of C (``method.rankings.RANKINGS_SCHEMA``):
+      ``listwise``, ``listwise_pa``, ``likelihood`` and ``attention`` (on the backend
+      ``rankings.attention_backend`` names: a second session after this one when it is not the
+      LLM's own backend, once the first has freed the device);
+    - ``perplexity`` (path): the perplexities of Figure 4 (``perplexity_rows``).
+
+    ``pseudo_answers`` maps the answer contexts the pseudo-answers come from (``topk``,
+    ``topk_think``) to their files. Judgments and rankings cover the first ``max_queries`` queries
+    (all when None); perplexity covers every query with a gold set.
     """
-    methods = [J.selection_method(name) for name in outputs]
-    q = _judged(read_table(queries, QUERIES_SCHEMA), max_queries)
+    rankings = dict(rankings or {})
+    for method in rankings:
+        ranking_method(method)
+    selection = [J.selection_method(name) for name in judgments]
+    q = read_table(queries, QUERIES_SCHEMA)
+    judged = _judged(q, max_queries)
     cands = read_candidates(candidates)
-    pseudo = _pseudo_answers(pseudo_answers)
+    pseudo = _pseudo_answers(pseudo_answers or {})
     wordings = load_prompts(prompts)
-    tables = {}
+    cfg = dict(rankings_cfg or {})
+    pools = {qid: cands.C[qid] for qid in judged["qid"].to_list()}
+    tables: dict[str, pl.DataFrame] = {}
+    attention_apart = "attention" in rankings and cfg.get("attention_backend", spec["backend"]) != spec["backend"]
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
         passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
-        for m in methods:
+        for m in selection:
             limit = max_new_tokens["thinking" if m.thinking else m.form]
-            tables[m.name] = _judge(m, dataset, q, cands, passages, pseudo, wordings, gen, calls, spec, limit)
-    for name, table in tables.items():
-        write_parquet(table, outputs[name])
-        parsed_share = table.group_by("qid").agg(pl.col("parsed").all())["parsed"].mean() if table.height else 0.0
+            tables[f"judgments|{m.name}"] = _judge(m, dataset, judged, cands, passages, pseudo, wordings, gen, calls, spec, limit)
+        for method in rankings:
+            if method != "attention" or not attention_apart:
+                tables[f"rankings|{method}"] = _model_ranking(
+                    method, dataset, judged, pools, passages, pseudo.get("topk", {}), wordings, spec, cfg, gen, calls
+                )
+        if perplexity:
+            tables["perplexity"] = perplexity_rows(dataset, q, cands, read_table(gold_U, GOLD_SCHEMA), gen, calls, spec)
+    if attention_apart:
+        # vLLM exposes no attention weights: the transformers backend (eager attention) computes them.
+        spec_hf = {**spec, "backend": cfg["attention_backend"]}
+        with model_session(manifest=manifest, spec=spec_hf, store=store, job=job + "+attention", threads=threads, log=log) as (gen, calls):
+            passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
+            tables["rankings|attention"] = _model_ranking(
+                "attention", dataset, judged, pools, passages, pseudo.get("topk", {}), wordings, spec_hf, cfg, gen, calls
+            )
+    for name, path in judgments.items():
+        table = tables[f"judgments|{name}"]
+        write_parquet(table, path)
         log.info(
             "%s: %d queries judged, %d of %d candidates selected, outputs parsed for %.1f%% of the queries",
-            name, q.height, int(table["selected"].sum()), table.height, 100 * (parsed_share or 0.0),
+            name, judged.height, int(table["selected"].sum()), table.height, 100 * _parsed_share(table),
         )
+    for method, path in rankings.items():
+        table = tables[f"rankings|{method}"]
+        write_parquet(table.select(list(RANKINGS_SCHEMA)), path)
+        log.info("%s: ranked %d queries; parsed for %.1f%%", method, len(pools), 100 * _parsed_share(table))
+    if perplexity:
+        write_parquet(tables["perplexity"], perplexity)
+        log.info("perplexity of %d human passages", tables["perplexity"].height)
     return tables
+
+
+def rank_retriever_job(*, queries: str, candidates: str, output: str, max_queries: int | None = None, log=_log) -> pl.DataFrame:
+    """The retrieval order of C as a ranking (Table 4's baseline), for the judged queries."""
+    q = _judged(read_table(queries, QUERIES_SCHEMA), max_queries)
+    cands = read_candidates(candidates)
+    pools = {qid: cands.C[qid] for qid in q["qid"].to_list()}
+    table = from_orders(pools, {qid: list(range(1, len(p) + 1)) for qid, p in pools.items()}, dict.fromkeys(pools, True))
+    write_parquet(table, output)
+    log.info("retriever: %d queries", len(pools))
+    return table
 
 
 def _judge(m, dataset, q, cands, passages, pseudo, wordings, gen, calls, spec, max_new_tokens) -> pl.DataFrame:
@@ -129,61 +181,13 @@ def _judge(m, dataset, q, cands, passages, pseudo, wordings, gen, calls, spec, m
     return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, orient="row")
 
 
-def rank_job(
-    *,
-    dataset: str,
-    queries: str,
-    candidates: str,
-    outputs: Mapping[str, str],
-    manifest: str | None = None,
-    prompts: str | None = None,
-    pseudo_answers: str | None = None,
-    spec: Mapping[str, Any] | None = None,
-    rankings_cfg: Mapping[str, Any] | None = None,
-    max_queries: int | None = None,
-    store: str | None = None,
-    job: str = "rank",
-    threads: int | None = None,
-    log: logging.Logger = _log,
-) -> dict[str, pl.DataFrame]:
-    """Rank every judged query's candidates C by utility with each method named in ``outputs``
-    (method -> path), in one model session, and write the ranking tables
-    (``method.rankings.RANKINGS_SCHEMA``). ``retriever`` needs no model; ``attention`` runs on the
-    backend ``rankings.attention_backend`` names (a job of its own in the workflow)."""
-    for method in outputs:
-        ranking_method(method)
-    q = _judged(read_table(queries, QUERIES_SCHEMA), max_queries)
-    cands = read_candidates(candidates)
-    pools = {qid: cands.C[qid] for qid in q["qid"].to_list()}
-    tables: dict[str, pl.DataFrame] = {}
-    if "retriever" in outputs:
-        tables["retriever"] = from_orders(pools, {qid: list(range(1, len(p) + 1)) for qid, p in pools.items()}, dict.fromkeys(pools, True))
-    model_methods = [m for m in outputs if m != "retriever"]
-    if model_methods:
-        cfg = dict(rankings_cfg or {})
-        spec = dict(spec or {})
-        if "attention" in model_methods:
-            if len(model_methods) > 1:
-                raise ValueError("attention runs on its own backend: rank it in a job of its own")
-            spec = {**spec, "backend": cfg["attention_backend"]}
-        pseudo = dict(read_table(pseudo_answers).select("qid", "output").iter_rows()) if pseudo_answers else {}
-        wordings = load_prompts(prompts)
-        with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-            passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
-            for method in model_methods:
-                tables[method] = _model_ranking(method, dataset, q, pools, passages, pseudo, wordings, spec, cfg, gen, calls)
-    for method, table in tables.items():
-        write_parquet(table.select(list(RANKINGS_SCHEMA)), outputs[method])
-        log.info("%s: ranked %d queries; parsed for %.1f%%", method, len(pools), 100 * _parsed_share(table))
-    return tables
-
-
 def _parsed_share(table: pl.DataFrame) -> float:
     return float(table.group_by("qid").agg(pl.col("parsed").all())["parsed"].mean() or 0.0) if table.height else 0.0
 
 
 def _model_ranking(method, dataset, q, pools, passages, pseudo, wordings, spec, cfg, gen, calls) -> pl.DataFrame:
-    """One model-based ranking of every pool (see ``rank_job``)."""
+    """One model-based ranking of every pool (see ``judge_job``); ``pseudo`` maps qid to the
+    pseudo-answer (the topk answer), which attention attends from."""
     from ..generation import AttentionRequest
     from ..method.answers import answer_prompt
     from ..method.parsing import parse_ranking
@@ -233,26 +237,10 @@ def _model_ranking(method, dataset, q, pools, passages, pseudo, wordings, spec, 
     return from_scores(pools, dict(zip(pools, masses, strict=True)), dict.fromkeys(pools, True))
 
 
-def perplexity_job(
-    *,
-    dataset: str,
-    queries: str,
-    candidates: str,
-    gold_U: str,
-    manifest: str,
-    spec: Mapping[str, Any],
-    store: str,
-    job: str,
-    output: str,
-    threads: int | None = None,
-    log: logging.Logger = _log,
-) -> pl.DataFrame:
+def perplexity_rows(dataset: str, q: pl.DataFrame, cands, gold: pl.DataFrame, gen, calls, spec) -> pl.DataFrame:
     """Figure 4 (top): the LLM's perplexity of each human passage of the queries whose gold set (U)
     is not empty, alone (``{title} {text}`` after the BOS token) and after its query
     (``{question} {title} {text}``), with whether the passage is in the LLM's gold set."""
-    q = read_table(queries, QUERIES_SCHEMA)
-    gold = read_table(gold_U, GOLD_SCHEMA)
-    cands = read_candidates(candidates)
     gold_pairs = set(gold.select("qid", "pid").iter_rows())
     with_gold = set(gold["qid"].to_list())
     keys = [
@@ -261,21 +249,17 @@ def perplexity_job(
         if qid in with_gold
         for pid in cands.human[qid]
     ]
-    with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-        texts = [f"{cands.passages[pid].title} {cands.passages[pid].text}" for _, pid, _ in keys]
-        pairs = [("", t) for t in texts] + [("", f"{question} {t}") for (_, _, question), t in zip(keys, texts)]
-        labels = [f"dataset {dataset}, query {qid}, perplexity of {pid}" for qid, pid, _ in keys] * 2
-        gen.check_fits([t for _, t in pairs], labels, reserve=1)
-        logprobs = calls.score(gen, pairs, batch_size=spec["batch_size"], desc=f"{gen.slug} {dataset} perplexity")
+    texts = [f"{cands.passages[pid].title} {cands.passages[pid].text}" for _, pid, _ in keys]
+    pairs = [("", t) for t in texts] + [("", f"{question} {t}") for (_, _, question), t in zip(keys, texts)]
+    labels = [f"dataset {dataset}, query {qid}, perplexity of {pid}" for qid, pid, _ in keys] * 2
+    gen.check_fits([t for _, t in pairs], labels, reserve=1)
+    logprobs = calls.score(gen, pairs, batch_size=spec["batch_size"], desc=f"{gen.slug} {dataset} perplexity")
     n = len(keys)
     rows = [
         (qid, pid, (qid, pid) in gold_pairs, perplexity(logprobs[i]), perplexity(logprobs[n + i]))
         for i, (qid, pid, _) in enumerate(keys)
     ]
-    table = pl.DataFrame(rows, schema=PERPLEXITY_SCHEMA, orient="row")
-    write_parquet(table, output)
-    log.info("perplexity of %d human passages over %d queries with a gold set", n, len({k[0] for k in keys}))
-    return table
+    return pl.DataFrame(rows, schema=PERPLEXITY_SCHEMA, orient="row")
 
 
 def qrels_job(*, gold: str, candidates: str, pool: str, output: str, log: logging.Logger = _log) -> None:
