@@ -37,7 +37,7 @@ rule findings:
         llms=LLMS,
         families=families(),
         k=RANK["k"],
-        resampling=BOOTSTRAP,
+        resampling={**BOOTSTRAP, "min_queries": config["report"]["min_queries"]},
     script:
         "../workflow/scripts/findings.py"
 

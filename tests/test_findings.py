@@ -299,3 +299,18 @@ def test_interval_columns_sit_beside_their_values_and_render_small():
     block = grouped_blocks(scores, group="llm", index=["method"], across="dataset", values=[("f1", "F1", "max")])["a"]
     assert block.loc["m1", "F1 d"] == "40.00 <sub>[30.0, 50.0]</sub>" and block.loc["m2", "F1 d"] == "**60.00**"
     assert interval_text(float("nan"), 1.0) == ""
+
+
+def test_too_few_queries_give_an_interval_but_no_verdict():
+    inputs = F.FindingInputs(
+        llms=["a"],
+        answers={(D, "a", "none"): answers_frame(first(3)), (D, "a", "human"): answers_frame(set())},
+        known={(D, "a"): known_frame(first(3))},
+    )
+    # Three known queries, all lost with human passages: the point interval [-100, -100].
+    few = F.known_lose_with_human(inputs, RS)
+    assert (few["effect"], few["lo"], few["hi"], few["n"]) == (-100.0, -100.0, -100.0, 3)
+    assert few["verdict"] == "inconclusive" and "fewer than 10 queries" in few["note"]
+    assert few["cells"][0]["verdict"] == "inconclusive"
+    assert F.known_lose_with_human(inputs, F.Resampling(500, 3, min_queries=3))["verdict"] == "holds"
+    assert F.Resampling.from_config({"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}).min_queries == 4

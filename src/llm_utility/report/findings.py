@@ -19,7 +19,9 @@ to ``findings.json``):
 
 A verdict is ``holds`` when the interval lies entirely on the claimed side of ``null``,
 ``reversed`` when entirely on the other side, ``inconclusive`` when it contains ``null`` or is
-missing (``bootstrap.verdict``). Small query sets give wide intervals: that is the honest answer.
+missing (``bootstrap.verdict``), or when it rests on fewer than ``min_queries`` queries (a bootstrap
+over a handful of values only knows those values: its interval is too narrow to trust). Small query
+sets give wide intervals: that is the honest answer.
 
 Intervals come from ``report.bootstrap`` (``scipy.stats.bootstrap``, seeded): per-query quantities
 (correct answers, per-query NDCG) as paired differences, set-level statistics (the paper's F1, a
@@ -60,16 +62,24 @@ VERDICTS = ("holds", "reversed", "inconclusive")
 
 @dataclass(frozen=True)
 class Resampling:
-    """How every interval is computed: ``n_resamples`` bootstrap resamples, ``seed``, ``confidence``."""
+    """How every interval is computed: ``n_resamples`` bootstrap resamples, ``seed``, ``confidence``;
+    and ``min_queries``, the fewest queries a finding's verdict may rest on."""
 
     n_resamples: int
     seed: int
     confidence: float = 0.95
+    min_queries: int = 10  # findings only: fewer queries give an interval but no verdict
 
     @classmethod
     def from_config(cls, report: Mapping[str, Any]) -> Resampling:
-        """From the validated ``report`` config section (keys resamples, bootstrap_seed, confidence)."""
-        return cls(int(report["resamples"]), int(report["bootstrap_seed"]), float(report["confidence"]))
+        """From the validated ``report`` config section (resamples, bootstrap_seed, confidence and,
+        where given, min_queries)."""
+        return cls(
+            int(report["resamples"]),
+            int(report["bootstrap_seed"]),
+            float(report["confidence"]),
+            int(report.get("min_queries", cls.min_queries)),
+        )
 
     def kwargs(self) -> dict[str, Any]:
         return {"n_resamples": self.n_resamples, "seed": self.seed, "confidence": self.confidence}
@@ -158,7 +168,17 @@ def _cell(keys: Mapping[str, Any], effect: Effect, claim: Claim) -> dict[str, An
     }
 
 
-def _entry(claim: Claim, cells: list[dict[str, Any]], pooled: Effect | None, note: str = "") -> dict[str, Any]:
+def _too_few(item: dict[str, Any], rs: Resampling) -> dict[str, Any]:
+    """No verdict from fewer than ``rs.min_queries`` queries: a bootstrap interval over a handful of
+    values is too narrow to trust (it only knows the values it saw)."""
+    if item["verdict"] in ("holds", "reversed") and item["n"] < rs.min_queries:
+        note = f"fewer than {rs.min_queries} queries (report.min_queries): no verdict"
+        return {**item, "verdict": "inconclusive", "note": "; ".join(t for t in (note, item["note"]) if t)}
+    return item
+
+
+def _entry(claim: Claim, cells: list[dict[str, Any]], pooled: Effect | None, rs: Resampling, note: str = "") -> dict[str, Any]:
+    cells = [_too_few(c, rs) for c in cells]
     entry: dict[str, Any] = {
         "id": claim.id,
         "claim": claim.claim,
@@ -168,7 +188,7 @@ def _entry(claim: Claim, cells: list[dict[str, Any]], pooled: Effect | None, not
     }
     counts = {v: sum(c["verdict"] == v for c in cells) for v in VERDICTS}
     if pooled is not None:
-        overall = _cell({}, pooled, claim)
+        overall = _too_few(_cell({}, pooled, claim), rs)
         entry |= {"status": "run", "reason": note, "overall": "pooled", **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")}}
         entry["note"] = overall["note"]
     else:
@@ -242,7 +262,7 @@ def _difference_cells(
         a, b = frame["a"].to_numpy(), frame["b"].to_numpy()
         cells.append(_cell(keys, paired_difference(a, b, **rs.kwargs()), claim))
         pool.add(dataset, frame["qid"].to_list(), a - b)
-    return _entry(claim, cells, pool.pooled(rs))
+    return _entry(claim, cells, pool.pooled(rs), rs)
 
 
 # --- Table 1: the hierarchy, pair by pair ---------------------------------------------------------
@@ -390,7 +410,7 @@ def human_share_in_gold(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]
     if not cells:
         return not_run(claim, "no gold sets (U) and queries configured")
     pooled = pl.concat(units).group_by("dataset", "qid", maintain_order=True).agg(pl.col("inside").sum(), pl.col("total").sum())
-    return _entry(claim, cells, ratio_interval(pooled["inside"].to_numpy(), pooled["total"].to_numpy(), **rs.kwargs()))
+    return _entry(claim, cells, ratio_interval(pooled["inside"].to_numpy(), pooled["total"].to_numpy(), **rs.kwargs()), rs)
 
 
 def same_family_overlap(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -470,7 +490,7 @@ def gold_lower_perplexity(inputs: FindingInputs, rs: Resampling, measure: str) -
         if note:
             cell["note"] = "; ".join(t for t in (note, cell["note"]) if t)
         cells.append(cell)
-    return _entry(claim, cells, None)
+    return _entry(claim, cells, None, rs)
 
 
 def known_lose_with_human(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -549,7 +569,7 @@ def listwise_beats_pointwise(inputs: FindingInputs, rs: Resampling) -> dict[str,
         .agg(pl.col("precision", "recall", "precision_b", "recall_b").sum(), count=pl.len())
     )
     cols = [pooled[c].to_numpy().astype(float) for c in ("precision", "recall", "precision_b", "recall_b", "count")]
-    return _entry(claim, cells, statistic_interval(cols, _pooled_f1_difference, **rs.kwargs()))
+    return _entry(claim, cells, statistic_interval(cols, _pooled_f1_difference, **rs.kwargs()), rs)
 
 
 def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -577,7 +597,7 @@ def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]
     if not cells:
         return not_run(claim, "no judgments (judgments.methods) with known flags configured")
     pool = pl.concat(units).group_by("dataset", "qid", maintain_order=True).agg(s=pl.col("d").sum(), c=pl.len())
-    return _entry(claim, cells, ratio_interval(pool["s"].to_numpy(), pool["c"].to_numpy().astype(float), **rs.kwargs()))
+    return _entry(claim, cells, ratio_interval(pool["s"].to_numpy(), pool["c"].to_numpy().astype(float), **rs.kwargs()), rs)
 
 
 def attention_below_retriever(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
