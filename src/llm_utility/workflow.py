@@ -189,14 +189,16 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
                 snakefile=REPO / "Snakefile",
                 workdir=root,
             )
+            workflow_api.dag()  # sets the workflow's DAG settings, which a DAG reads
             workflow = workflow_api._workflow
             workflow.global_resources = {}
             target = workflow.get_rule(rule)
             job = Job(target, DAG(workflow, rules=[target]), wildcards_dict=wildcards)
             for path in [*job.output, *job.log]:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+            threads = min(job.threads, os.cpu_count() or 1)  # as Snakemake caps them at --cores
             return Snakemake(
-                job.input, job.output, job.params, job.wildcards, job.threads, job.resources,
+                job.input, job.output, job.params, job.wildcards, threads, job.resources,
                 job.log, workflow.config, job.rule.name, None,
             )
     finally:
