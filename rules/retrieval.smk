@@ -107,7 +107,11 @@ rule retrieval_table:
         **{input_key("candidates", d): fill(CANDIDATES, dataset=d) for d in DATASETS},
     output:
         csv=f"{TABLES}/retrieval.csv",
-        md=f"{TABLES}/retrieval.md",
+        md=report(
+            f"{TABLES}/retrieval.md",
+            caption="../report/retrieval.rst",
+            category="2 Tables",
+        ),
     log:
         "logs/retrieval_table.log",
     conda:
