@@ -428,6 +428,10 @@ def external_runs():
 RESOURCES = config["resources"]
 
 
+def llm_threads(wildcards):
+    return llm_cfg(wildcards)["threads"] or 8
+
+
 def llm_mem_mb(wildcards):
     return llm_cfg(wildcards)["mem_mb"] or RESOURCES["llm"]["mem_mb"]
 

@@ -65,7 +65,7 @@ rule answer_candidates:
         "benchmarks/out/answer_candidates/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
-    threads: 8
+    threads: llm_threads
     resources:
         mem_mb=llm_mem_mb,
         runtime=llm_runtime,

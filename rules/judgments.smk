@@ -43,7 +43,7 @@ rule judge:
         "benchmarks/out/judge/{dataset}/{llm}.tsv"
     conda:
         llm_conda_env
-    threads: 8
+    threads: llm_threads
     resources:
         gpu=gpus_of_llm,
         mem_mb=llm_mem_mb,
