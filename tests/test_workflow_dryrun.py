@@ -136,7 +136,7 @@ def test_bad_config_names_the_key(repo, tmp_path, old, new, message):
 def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
     bad = tmp_path / "bad.yaml"
     text = (repo / "config" / "config.yaml").read_text()
-    line = "  methods: [pointwise, pointwise_pa, listwise, listwise_pa, listwise_pa_reject]"
+    line = "  methods: [pointwise, pointwise_pa, listwise_pa, listwise_pa_reject]"
     assert line in text
     bad.write_text(text.replace(line, "  methods: [listwise_pa, pointwise_magic]"))
     out = subprocess.run(snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120)

@@ -79,7 +79,11 @@ def _tiny_config(repo, workdir):
     for ds in cfg["datasets"].values():
         ds["n_queries"] = 3
     cfg["top_k"] = 3
-    cfg["judgments"] = {**cfg.get("judgments", {}), "max_queries": 2}
+    # Every method, including the listwise ones the demo leaves out for time.
+    all_selections = ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
+    cfg["judgments"] = {**cfg.get("judgments", {}), "max_queries": 2, "methods": all_selections}
+    all_rankings = ["retriever", "listwise", "listwise_pa", "likelihood", "attention"]
+    cfg["rankings"] = {**cfg.get("rankings", {}), "methods": all_rankings}
     path = workdir / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return cfg, path
