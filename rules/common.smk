@@ -427,6 +427,16 @@ def external_runs():
 # --- what each job asks a scheduler for (config `resources`; an LLM's own mem_mb/runtime first) ----
 RESOURCES = config["resources"]
 
+# The order in which ready LLM jobs get the free cores (higher first; everything else is 0): along
+# the DAG's longest chain, candidate answers -> judgments -> answers with judgments.
+PRIORITY = {
+    "retrieve": 4,
+    "answer_candidates": 3,
+    "judge": 2,
+    "answer_judgments": 1,
+    "answer_gold": 0,
+}
+
 
 def llm_threads(wildcards):
     return llm_cfg(wildcards)["threads"] or 8

@@ -63,6 +63,9 @@ rule answer_candidates:
         "logs/answer_candidates/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_candidates/{dataset}/{llm}.tsv"
+    # The candidate answers feed everything after them (gold sets, judgments, transfer): run them
+    # first, so that the last minutes are many short jobs side by side, not one long chain.
+    priority: PRIORITY["answer_candidates"]
     conda:
         llm_conda_env
     threads: llm_threads
@@ -92,6 +95,7 @@ use rule answer_candidates as answer_gold_C with:
         "logs/answer_gold/{dataset}/{llm}/C.log",
     benchmark:
         "benchmarks/out/answer_gold/{dataset}/{llm}/C.tsv"
+    priority: PRIORITY["answer_gold"]
 
 
 use rule answer_candidates as answer_gold_U with:
@@ -107,3 +111,4 @@ use rule answer_candidates as answer_gold_U with:
         "logs/answer_gold/{dataset}/{llm}/U.log",
     benchmark:
         "benchmarks/out/answer_gold/{dataset}/{llm}/U.tsv"
+    priority: PRIORITY["answer_gold"]

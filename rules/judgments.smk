@@ -20,6 +20,7 @@ use rule answer_candidates as answer_thinking with:
         "logs/answer_thinking/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_thinking/{dataset}/{llm}.tsv"
+    priority: PRIORITY["answer_judgments"]
     params:
         spec=thinking_answer_spec,
         synonyms=config["verdict_synonyms"],
@@ -41,6 +42,7 @@ rule judge:
         "logs/judge/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/judge/{dataset}/{llm}.tsv"
+    priority: PRIORITY["judge"]
     conda:
         llm_conda_env
     threads: llm_threads
@@ -115,6 +117,7 @@ use rule answer_candidates as answer_judgments with:
         "logs/answer_judgments/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_judgments/{dataset}/{llm}.tsv"
+    priority: PRIORITY["answer_judgments"]
 
 
 # Each LLM's gold sets as TREC qrels, so any retriever's run can be scored by LLM-specific utility.

@@ -87,6 +87,7 @@ rule retrieve:
         run=RUN,
     log:
         "logs/retrieve/{dataset}/{retriever}.log",
+    priority: PRIORITY["retrieve"]
     conda:
         encoder_conda_env
     threads: 8

@@ -77,16 +77,18 @@ def test_cut_answer_stops_only_after_the_answer_began():
 def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
     from llm_utility.workflow import schema_defaults
 
-    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "stop": "\n", "prompt_format": "chat"}, "m")
+    REV = "0123456789abcdef0123456789abcdef01234567"  # hub models must be pinned (weights.py)
+
+    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m", "revision": REV}, "stop": "\n", "prompt_format": "chat"}, "m")
     defaults = schema_defaults("llms")  # config/schema.yaml is the one place defaults live
     assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == defaults["max_new_tokens"] == 32
     assert spec["batch_size"] == defaults["batch_size"] and spec["enable_thinking"] is False
     with pytest.raises(ValueError, match="llms.m.backend"):
-        normalize_spec({"backend": "llama.cpp", "weights": {"hub": "org/m"}}, "m")
+        normalize_spec({"backend": "llama.cpp", "weights": {"hub": "org/m", "revision": REV}}, "m")
     with pytest.raises(ValueError, match="exactly one"):
-        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "path": "/x"}, "prompt_format": "chat"}, "m")
+        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "revision": REV, "path": "/x"}, "prompt_format": "chat"}, "m")
     with pytest.raises(ValueError, match="llms.m.prompt_format"):
-        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m"}}, "m")
+        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "revision": REV}}, "m")
     with pytest.raises(ValueError, match="gguf_file or gguf_assemble"):
         normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}, "prompt_format": "chat"}, "m")
 

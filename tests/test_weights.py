@@ -90,7 +90,7 @@ def hub_spec(revision="main", **extra):
 
 def test_a_hub_model_must_be_pinned_and_the_error_says_how():
     with pytest.raises(ValueError) as err:
-        normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}}, "m")
+        normalize_spec({"backend": "transformers", "weights": {"hub": "org/m"}, "prompt_format": "chat"}, "m")
     message = str(err.value)
     assert "llms.m.weights.revision is required" in message
     assert "hf models info org/m --expand sha" in message and "git ls-remote https://huggingface.co/org/m" in message

@@ -260,8 +260,9 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     assert dry.returncode == 0, text[-3000:]
     jobs = set(re.findall(r"^(\w+)\s+\d+$", text.split("Job stats:")[1].split("Reasons:")[0], re.M)) - {"total", "job"}
     assert jobs - {"all"} == FIGURE_RULES | {"config_report"}  # the report's config shows the new style
-    # Moving where the GPU locks live changes no result (an operational setting, not a parameter).
-    moved = dict(cfg, gpu_lock_dir=str(workdir / "elsewhere-locks"))
+    # Moving where the GPU locks and the store live changes no result (operational settings, not
+    # parameters).
+    moved = dict(cfg, gpu_lock_dir=str(workdir / "elsewhere-locks"), store_dir=str(workdir / "elsewhere-store"))
     moved_path = workdir / "moved.yaml"
     moved_path.write_text(yaml.safe_dump(moved, sort_keys=False))
     dry = _snakemake(repo, workdir, moved_path, "-n", "--cores", "2")

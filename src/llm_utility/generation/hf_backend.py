@@ -16,6 +16,10 @@ from .models import Generator, cut_answer
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+# The most memory one scoring batch's logits may take (rows x kept positions x vocabulary x 4 bytes):
+# a passage's perplexity keeps every one of its positions, and Gemma's vocabulary has 262k tokens.
+SCORE_LOGITS_BYTES = 1 << 30
+
 
 class _StopOnText(StoppingCriteria):
     """Finish each row once its generated text (prompt excluded), past any leading whitespace,
@@ -155,14 +159,17 @@ class HFGenerator(Generator):
         model = self.model
         prompts = [self.encode(p) for p, _ in pairs]
         targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
-        batch = self._pad([p + t for p, t in zip(prompts, targets)])
-        # Left padding shifts each row; explicit positions keep every row as it is when unpadded.
-        positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
         # Rows end together, so the targets are the last tokens of every row: only the last
         # (longest target + 1) positions need logits, which matters with Gemma's 262k vocabulary.
         keep = max(len(t) for t in targets) + 1
+        vocab = model.get_output_embeddings().weight.shape[0]
+        if len(pairs) > 1 and len(pairs) * keep * vocab * 4 > SCORE_LOGITS_BYTES:
+            half = len(pairs) // 2
+            return self._score_batch(pairs[:half]) + self._score_batch(pairs[half:])
+        batch = self._pad([p + t for p, t in zip(prompts, targets)])
+        # Left padding shifts each row; explicit positions keep every row as it is when unpadded.
+        positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
         logits = model(**batch, position_ids=positions, logits_to_keep=keep).logits[:, -keep:, :]
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
         results = []
         for row, (prompt, target) in enumerate(zip(prompts, targets)):
             n = len(target) if prompt else len(target) - 1  # nothing predicts a first token
@@ -170,7 +177,7 @@ class HFGenerator(Generator):
                 results.append([])
                 continue
             # Logits at kept index j predict the token at kept index j + 1.
-            predicting = logprobs[row, keep - 1 - n : keep - 1, :]
+            predicting = torch.log_softmax(logits[row, keep - 1 - n : keep - 1, :].float(), dim=-1)
             tokens = torch.tensor(target[len(target) - n :], device=predicting.device)
             results.append(predicting.gather(-1, tokens[:, None])[:, 0].tolist())
         return results
