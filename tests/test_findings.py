@@ -277,6 +277,26 @@ def test_cost_table_sums_store_stats_and_benchmarks(tmp_path):
     assert (total["jobs"], total["calls_made"], total["prompt_tokens"]) == (3, 6, 500)
 
 
+def test_a_judge_jobs_methods_get_rows_that_sum_to_the_job(tmp_path):
+    log = tmp_path / "judge.log"
+    calls = {"generate": {"made": 10, "served": 2, "prompt_tokens": 1000, "output_tokens": 50, "seconds": 8.0},
+             "score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0}}
+    methods = {"pointwise": {"generate": {"made": 6, "served": 2, "prompt_tokens": 600, "output_tokens": 10, "seconds": 5.0}},
+               "rank_likelihood": {"score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0}}}
+    log.write_text(f"INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'calls': calls, 'methods': methods})}\n")
+    bench = tmp_path / "judge.tsv"
+    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\n20.0\t0:00:20\t700\t900\n")
+    table = cost_table([{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": str(bench)}])
+    rows = {r["method"]: r for r in table.filter(pl.col("rule") == "judge").iter_rows(named=True)}
+    assert set(rows) == {"", "pointwise", "rank_likelihood"}
+    # The job's row: its wall time and the calls outside any method (4 generations).
+    assert (rows[""]["jobs"], rows[""]["wall_seconds"], rows[""]["calls_made"], rows[""]["kinds"]) == (1, 20.0, 4, "generate")
+    assert (rows["pointwise"]["jobs"], rows["pointwise"]["calls_made"], rows["pointwise"]["prompt_tokens"]) == (0, 6, 600)
+    assert rows["rank_likelihood"]["kinds"] == "score" and rows["rank_likelihood"]["output_tokens"] == 40
+    total = table.filter((pl.col("rule") == "total") & (pl.col("llm") == "all")).row(0, named=True)
+    assert (total["jobs"], total["calls_made"], total["calls_served"], total["prompt_tokens"]) == (1, 14, 2, 1200)
+
+
 def test_cost_log_with_a_broken_stats_line_names_file_and_line(tmp_path):
     log = tmp_path / "bad.log"
     log.write_text("first\nsecond\nINFO store_stats {not json}\n")

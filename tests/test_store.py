@@ -84,6 +84,12 @@ def test_dedup_served_and_made(tmp_path):
         assert store.stats["generate"]["prompt_tokens"] == 3 + 2 + 1 + 1
         assert "generate: 4 made, 2 served" in store.summary()
         assert len(store) == 4
+        # Calls inside a section are counted there too (a judge job's methods in the cost table).
+        with store.section("listwise"):
+            store.generate(gen, ["a", "e e"], max_new_tokens=8, stop=["\n"], batch_size=2)
+        store.generate(gen, ["f"], max_new_tokens=8, stop=["\n"], batch_size=2)
+        assert (store.sections["listwise"]["generate"]["made"], store.sections["listwise"]["generate"]["served"]) == (1, 1)
+        assert list(store.sections) == ["listwise"] and store.stats["generate"]["made"] == 6
 
 
 def test_a_sealed_shard_serves_later_jobs_and_is_never_written(tmp_path):
@@ -204,7 +210,10 @@ def test_concurrent_jobs_each_write_their_own_shard(tmp_path):
     for i, res in enumerate(results):
         assert res["outs"] == expected[10 * i : 10 * i + 30]
         assert res["stats"]["made"] + res["stats"]["served"] == 30
-    assert len(shards(tmp_path)) == 3 and not any(p.name.endswith(".open.sqlite") for p in shards(tmp_path))
+    # One sealed shard per job that made a call (a job that starts after the others have sealed is
+    # served everything and leaves no shard, which a busy machine can make happen).
+    writers = sum(res["stats"]["made"] > 0 for res in results)
+    assert len(shards(tmp_path)) == writers >= 1 and not any(p.name.endswith(".open.sqlite") for p in shards(tmp_path))
     assert count_rows(tmp_path) == 50
     # A later job is served everything, from all three shards.
     later = _worker(tmp_path, "job-later", 0, 50, 0.0, 7)

@@ -109,22 +109,13 @@ class HFGenerator(Generator):
         device = self.model.device
         return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
 
-    def _by_length(self, items: Sequence[Any], length: Any, run: Any) -> list[Any]:
-        """``run`` over chunks of ``batch_size`` items of similar ``length``, results in input order.
-
-        A batch is as wide as its longest prompt, so mixing a closed-book prompt with a five-passage
-        one pads the short one to the long one's width; sorting first wastes far less compute."""
-        order = sorted(range(len(items)), key=lambda i: length(items[i]))
-        results: list[Any] = [None] * len(items)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            for i, result in zip(chunk, run([items[i] for i in chunk])):
-                results[i] = result
-        return results
-
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
-        """Greedy continuations of ``prompts``, in length-sorted chunks of the spec's ``batch_size``."""
-        return self._by_length(prompts, len, lambda chunk: self._generate_batch(chunk, max_new_tokens, stop))
+        """Greedy continuations of ``prompts``, in chunks of the spec's ``batch_size`` (the store
+        hands them over sorted by length, so a chunk pads little)."""
+        outputs: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            outputs += self._generate_batch(prompts[start : start + self.batch_size], max_new_tokens, stop)
+        return outputs
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
@@ -146,11 +137,14 @@ class HFGenerator(Generator):
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
         """Log-probability of each token of ``target`` after the rendered ``prompt`` (teacher forcing),
-        in length-sorted chunks of ``batch_size``. The target is tokenized on its own, without
+        in chunks of ``batch_size``. The target is tokenized on its own, without
         special tokens, and appended to the prompt's ids, as it would follow the prompt in
         generation. With an empty prompt and no BOS token the first target token has no context
         and is not scored."""
-        return self._by_length(pairs, lambda pair: len(pair[0]) + len(pair[1]), self._score_batch)
+        out: list[list[float]] = []
+        for start in range(0, len(pairs), self.batch_size):
+            out += self._score_batch(pairs[start : start + self.batch_size])
+        return out
 
     @torch.inference_mode()
     def _score_batch(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:

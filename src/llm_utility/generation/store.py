@@ -136,8 +136,9 @@ class GenerationStore:
     name of the job writing (its shard is ``root/<job>.open.sqlite``).
 
     ``stats`` counts, since this instance was opened, the unique calls ``made`` (computed by the
-    model) and ``served`` (found in the store) per kind, with the tokens and seconds they took.
-    Use it as a context manager: leaving the block seals the shard.
+    model) and ``served`` (found in the store) per kind, with the tokens and seconds they took;
+    ``sections`` counts the same for the calls made inside ``with store.section(name):`` blocks (a
+    judge job's methods). Use it as a context manager: leaving the block seals the shard.
     """
 
     def __init__(self, root: str | os.PathLike, job: str = "adhoc") -> None:
@@ -150,7 +151,25 @@ class GenerationStore:
         self._readers = _open_sealed(self.root)
         self._db = _open_writer(self.path)
         self.stats: dict[str, dict[str, float]] = {}
+        self.sections: dict[str, dict[str, dict[str, float]]] = {}
+        self._section: str | None = None
         self._closed = False
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        """Count the calls made inside the block under ``sections[name]`` too."""
+        previous, self._section = self._section, name
+        try:
+            yield
+        finally:
+            self._section = previous
+
+    def _counters(self, kind: str) -> list[dict[str, float]]:
+        zero = dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0)
+        counters = [self.stats.setdefault(kind, dict(zero))]
+        if self._section is not None:
+            counters.append(self.sections.setdefault(self._section, {}).setdefault(kind, dict(zero)))
+        return counters
 
     # -- lookups -------------------------------------------------------------------------------------
 
@@ -243,14 +262,19 @@ class GenerationStore:
         each batch is committed on its own. ``compute`` gets prompts for ``generate`` and
         (prompt, target) pairs otherwise.
         """
-        stats = self.stats.setdefault(kind, dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0))
+        counters = self._counters(kind)
+
+        def count(key: str, value: float) -> None:
+            for counter in counters:
+                counter[key] += value
+
         started = time.perf_counter()
         params_json = canonical_json(params)
         unique = list(dict.fromkeys(requests))
         keys = {r: make_key(kind, generator.fingerprint, generator.backend, r[0], r[1], params) for r in unique}
         stored = self.lookup(list(keys.values()))
         values = {r: decode(stored[k]) for r, k in keys.items() if k in stored}
-        stats["served"] += len(values)
+        count("served", len(values))
         missing = [r for r in unique if r not in values]
         if missing:
             lengths = dict(zip(missing, generator.count_tokens([r[0] for r in missing])))
@@ -266,11 +290,11 @@ class GenerationStore:
                     n_out = output_tokens(list(made))
                     self._insert(kind, generator, batch, made, keys, lengths, n_out, seconds, params_json, encode)
                     values.update(zip(batch, made))
-                    stats["made"] += len(batch)
-                    stats["prompt_tokens"] += sum(lengths[r] for r in batch)
-                    stats["output_tokens"] += sum(n_out)
+                    count("made", len(batch))
+                    count("prompt_tokens", sum(lengths[r] for r in batch))
+                    count("output_tokens", sum(n_out))
                     bar.update(len(batch))
-        stats["seconds"] += time.perf_counter() - started
+        count("seconds", time.perf_counter() - started)
         return [values[r] for r in requests]
 
     def _insert(self, kind, generator, batch, made, keys, lengths, n_out, seconds, params_json, encode) -> None:

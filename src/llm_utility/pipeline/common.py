@@ -38,7 +38,10 @@ def model_session(
         with GenerationStore(store, job=job) as calls:
             yield generator, calls
             log.info("generation store: %s", calls.summary())
-            log.info("store_stats %s", json.dumps({"llm": generator.slug, "job": job, "calls": calls.stats}))
+            stats = {"llm": generator.slug, "job": job, "calls": calls.stats}
+            if calls.sections:
+                stats["methods"] = calls.sections
+            log.info("store_stats %s", json.dumps(stats))
     finally:
         generator.close()
         log.info("%s took %.1f s", job, time.perf_counter() - started)

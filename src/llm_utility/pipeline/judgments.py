@@ -99,20 +99,25 @@ def judge_job(
     attention_apart = "attention" in rankings and cfg.get("attention_backend", spec["backend"]) != spec["backend"]
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
         passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
+        # Each method's calls are counted apart (the cost table's `method` column).
         for m in selection:
             limit = max_new_tokens["thinking" if m.thinking else m.form]
-            tables[f"judgments|{m.name}"] = _judge(m, dataset, judged, cands, passages, pseudo, wordings, gen, calls, spec, limit)
+            with calls.section(m.name):
+                tables[f"judgments|{m.name}"] = _judge(m, dataset, judged, cands, passages, pseudo, wordings, gen, calls, spec, limit)
         for method in rankings:
             if method != "attention" or not attention_apart:
-                tables[f"rankings|{method}"] = _model_ranking(
-                    method, dataset, judged, pools, passages, pseudo.get("topk", {}), wordings, spec, cfg, gen, calls
-                )
+                with calls.section(f"rank_{method}"):
+                    tables[f"rankings|{method}"] = _model_ranking(
+                        method, dataset, judged, pools, passages, pseudo.get("topk", {}), wordings, spec, cfg, gen, calls
+                    )
         if perplexity:
-            tables["perplexity"] = perplexity_rows(dataset, q, cands, read_table(gold_U, GOLD_SCHEMA), gen, calls, spec)
+            with calls.section("perplexity"):
+                tables["perplexity"] = perplexity_rows(dataset, q, cands, read_table(gold_U, GOLD_SCHEMA), gen, calls, spec)
     if attention_apart:
         # vLLM exposes no attention weights: the transformers backend (eager attention) computes them.
         spec_hf = {**spec, "backend": cfg["attention_backend"]}
-        with model_session(manifest=manifest, spec=spec_hf, store=store, job=job + "+attention", threads=threads, log=log) as (gen, calls):
+        session = model_session(manifest=manifest, spec=spec_hf, store=store, job=job + "+attention", threads=threads, log=log)
+        with session as (gen, calls), calls.section("rank_attention"):
             passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
             tables["rankings|attention"] = _model_ranking(
                 "attention", dataset, judged, pools, passages, pseudo.get("topk", {}), wordings, spec_hf, cfg, gen, calls

@@ -38,26 +38,43 @@ COST_COLUMNS = {
 }
 
 
-def read_store_stats(log: str | Path) -> dict[str, dict[str, float]] | None:
-    """Per kind of call, the store's counts summed over every ``store_stats`` line of a job's log
-    (``{kind: {made, served, prompt_tokens, output_tokens, seconds}}``); None when the log is missing.
-    A line that is not valid JSON raises a ValueError naming the file and the 1-based line."""
+_STAT_KEYS = ("made", "served", "prompt_tokens", "output_tokens", "seconds")
+
+
+def _add_calls(into: dict[str, dict[str, float]], calls: Mapping[str, Mapping[str, Any]]) -> None:
+    for kind, stats in calls.items():
+        counter = into.setdefault(kind, dict.fromkeys(_STAT_KEYS, 0.0))
+        for key in counter:
+            counter[key] += float(stats.get(key, 0))
+
+
+def read_job_stats(log: str | Path) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]]] | None:
+    """(totals, per method) of a job's calls, summed over every ``store_stats`` line of its log:
+    totals ``{kind: {made, served, prompt_tokens, output_tokens, seconds}}``, and the same per
+    method for the calls a job counted apart (a judge job's ``methods``); None when the log is
+    missing. A line that is not valid JSON raises a ValueError naming the file and the 1-based line."""
     path = Path(log)
     if not path.exists():
         return None
     text = path.read_text(encoding="utf-8", errors="replace")
     totals: dict[str, dict[str, float]] = {}
+    methods: dict[str, dict[str, dict[str, float]]] = {}
     for match in _STORE_STATS.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         try:
-            calls = json.loads(match.group(1))["calls"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            record = json.loads(match.group(1))
+            _add_calls(totals, record["calls"])
+            for method, calls in record.get("methods", {}).items():
+                _add_calls(methods.setdefault(method, {}), calls)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}:{line}: unreadable store_stats line ({err})") from None
-        for kind, stats in calls.items():
-            into = totals.setdefault(kind, dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0.0))
-            for key in into:
-                into[key] += float(stats.get(key, 0))
-    return totals
+    return totals, methods
+
+
+def read_store_stats(log: str | Path) -> dict[str, dict[str, float]] | None:
+    """A job's call totals per kind (``read_job_stats``' first half); None when the log is missing."""
+    stats = read_job_stats(log)
+    return None if stats is None else stats[0]
 
 
 def read_benchmark(path: str | Path | None) -> dict[str, float] | None:
@@ -77,34 +94,50 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     (rule ``total``).
 
     ``jobs`` holds, per job: ``rule``, ``wildcards`` (a mapping; ``method`` and ``llm`` are read from
-    it), ``log`` and ``benchmark`` (paths, the latter may be None). Columns: rule, method, llm, jobs,
+    it), ``log`` and ``benchmark`` (paths, the latter may be None). The calls a job counted per
+    method (a judge job's selections, ``rank_<method>`` rankings and ``perplexity``) get rows of their
+    own with 0 jobs; the job's row keeps its jobs, wall time, memory and any calls outside those
+    methods, so every column sums to the totals. Columns: rule, method, llm, jobs,
     kinds (the kinds of call made or served), calls_made, calls_served, prompt_tokens, output_tokens
     (of the calls made), call_seconds (time inside the store's calls), wall_seconds (benchmark: the
     whole jobs, loading included), max_rss_mb (the largest job's peak memory), missing (how many jobs
     had no log / no benchmark, if any).
     """
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for job in jobs:
-        wildcards = job.get("wildcards", {})
-        key = (job["rule"], wildcards.get("method", ""), wildcards.get("llm", ""))
-        row = rows.setdefault(
-            key,
+
+    def row_of(rule: str, method: str, llm: str) -> dict[str, Any]:
+        return rows.setdefault(
+            (rule, method, llm),
             {"jobs": 0, "kinds": set(), "calls_made": 0, "calls_served": 0, "prompt_tokens": 0, "output_tokens": 0,
              "call_seconds": 0.0, "wall_seconds": 0.0, "max_rss_mb": None, "no_log": 0, "no_benchmark": 0},
         )
+
+    def add(row: dict[str, Any], stats: Mapping[str, Mapping[str, float]]) -> None:
+        for kind, s in stats.items():
+            if s["made"] or s["served"]:
+                row["kinds"].add(kind)
+            row["calls_made"] += int(s["made"])
+            row["calls_served"] += int(s["served"])
+            row["prompt_tokens"] += int(s["prompt_tokens"])
+            row["output_tokens"] += int(s["output_tokens"])
+            row["call_seconds"] += max(0.0, s["seconds"])  # a remainder may round below 0
+
+    for job in jobs:
+        wildcards = job.get("wildcards", {})
+        llm = wildcards.get("llm", "")
+        row = row_of(job["rule"], wildcards.get("method", ""), llm)
         row["jobs"] += 1
-        stats = read_store_stats(job["log"])
+        stats = read_job_stats(job["log"])
         if stats is None:
             row["no_log"] += 1
         else:
-            for kind, s in stats.items():
-                if s["made"] or s["served"]:
-                    row["kinds"].add(kind)
-                row["calls_made"] += int(s["made"])
-                row["calls_served"] += int(s["served"])
-                row["prompt_tokens"] += int(s["prompt_tokens"])
-                row["output_tokens"] += int(s["output_tokens"])
-                row["call_seconds"] += s["seconds"]
+            totals, methods = stats
+            for method, calls in methods.items():
+                add(row_of(job["rule"], method, llm), calls)
+                for kind, counts in calls.items():  # counted on the method's row, not the job's
+                    for key, value in counts.items():
+                        totals[kind][key] -= value
+            add(row, totals)
         bench = read_benchmark(job.get("benchmark"))
         if bench is None:
             row["no_benchmark"] += 1
