@@ -220,7 +220,10 @@ def test_findings_transfer_control_and_cost(demo):
     answers = cost.filter(pl.col("rule") == "answer_candidates")
     assert answers["jobs"].sum() == len(cfg["datasets"]) * n_llms and (answers["wall_seconds"] > 0).all()
     assert set(cost.filter(pl.col("rule") == "judge")["method"]) >= {"pointwise", "listwise_pa", "listwise_pa_reject"}
-    assert (cost["missing"].fill_null("") == "").all()
+    # Every model job left its log and benchmark (materialize_model runs here only for a model the
+    # suite had not dequantized yet: the models folder is shared).
+    ran = cost.filter(pl.col("rule") != "materialize_model")
+    assert (ran["missing"].fill_null("") == "").all(), ran.filter(pl.col("missing") != "")
 
 
 def test_report_holds_every_table_and_figure(repo, demo):
