@@ -85,6 +85,9 @@ rule answer_candidates:
 use rule answer_candidates as answer_gold_C with:
     input:
         **gold_tables("C"),
+        # Not read: G(C) and G(U) are often the same passages, so C waits for U and the store serves
+        # it the prompts they share instead of both jobs computing them at once.
+        after_U=fill(ANSWERS, context="gold_U_from_{llm}"),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,

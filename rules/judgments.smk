@@ -107,6 +107,9 @@ use rule answer_candidates as answer_judgments with:
     input:
         **selection_tables(),
         **reranked_tables(),
+        # Not read: a selection is often the LLM's gold set, so this job waits for the gold answers
+        # (U, then C) and the store serves it the prompts they share.
+        after_gold=fill(ANSWERS, context="gold_C_from_{llm}"),
         queries=QUERIES,
         candidates=CANDIDATES,
         manifest=MANIFEST,
