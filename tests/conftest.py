@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,3 +25,20 @@ def env_no_gpu() -> dict:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+def run_workflow(repo: Path, workdir: Path, cfg_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """This checkout's workflow run in ``workdir`` on ``cfg_path``."""
+    cmd = snakemake_cmd("--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+
+
+def workdir_sharing_models(repo: Path, factory: pytest.TempPathFactory, name: str) -> Path:
+    """A fresh workflow directory whose resources/models is the checkout's: the suite and `make demo`
+    dequantize the demo models once."""
+    workdir = factory.mktemp(name)
+    models = repo / "resources" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (workdir / "resources").mkdir()
+    (workdir / "resources" / "models").symlink_to(models)
+    return workdir

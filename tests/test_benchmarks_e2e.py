@@ -7,13 +7,12 @@ get it and where to put it."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import polars as pl
 import pytest
 import yaml
 
-from conftest import snakemake_cmd
+from conftest import run_workflow, workdir_sharing_models
 from llm_utility.data import worldfacts
 
 pytestmark = pytest.mark.slow
@@ -80,21 +79,12 @@ def _config(repo, workdir, ks_path):
     return path
 
 
-def _snakemake(repo, workdir, cfg_path, *args):
-    cmd = snakemake_cmd("--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-
-
 @pytest.fixture(scope="module")
 def kilt_run(repo, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("kilt-e2e")
-    models = repo / "resources" / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    (workdir / "resources").mkdir()
-    (workdir / "resources" / "models").symlink_to(models)
+    workdir = workdir_sharing_models(repo, tmp_path_factory, "kilt-e2e")
     queries = _write_kilt_files(workdir)
     cfg_path = _config(repo, workdir, workdir / "kilt_knowledgesource.json")
-    out = _snakemake(repo, workdir, cfg_path, "--cores", "2", *TARGETS)
+    out = run_workflow(repo, workdir, cfg_path, "--cores", "2", *TARGETS)
     assert out.returncode == 0, out.stderr[-5000:]
     return workdir, queries
 
@@ -137,7 +127,7 @@ def test_missing_local_file_names_where_to_get_it(repo, kilt_run, tmp_path):
     workdir, _ = kilt_run
     cfg_path = _config(repo, tmp_path, tmp_path / "nowhere" / "kilt_knowledgesource.json")
     (tmp_path / "nq-dev-kilt.jsonl").write_text((workdir / "nq-dev-kilt.jsonl").read_text())
-    out = _snakemake(repo, tmp_path, cfg_path, "--cores", "1", "results/kilt-nq/human_coverage.json")
+    out = run_workflow(repo, tmp_path, cfg_path, "--cores", "1", "results/kilt-nq/human_coverage.json")
     text = out.stdout + out.stderr
     assert out.returncode != 0 and "rule missing_data_file" in text
     assert "config key corpora.kilt-wiki.file" in text and "kilt_knowledgesource.json" in text and "put it at" in text

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import snakemake_cmd
+from conftest import run_workflow, workdir_sharing_models
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
 
@@ -92,21 +92,11 @@ def _tiny_config(repo, workdir):
     return cfg, path
 
 
-def _snakemake(repo, workdir, cfg_path, *args):
-    cmd = snakemake_cmd("--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-
-
 @pytest.fixture(scope="module")
 def demo(repo, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("e2e")
-    # Share the dequantized demo models with the rest of the suite (and with `make demo`).
-    models = repo / "resources" / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    (workdir / "resources").mkdir()
-    (workdir / "resources" / "models").symlink_to(models)
+    workdir = workdir_sharing_models(repo, tmp_path_factory, "e2e")
     cfg, cfg_path = _tiny_config(repo, workdir)
-    out = _snakemake(repo, workdir, cfg_path, "--cores", "2")
+    out = run_workflow(repo, workdir, cfg_path, "--cores", "2")
     assert out.returncode == 0, out.stderr[-5000:]
     return workdir, cfg, cfg_path
 
@@ -234,7 +224,7 @@ def test_report_holds_every_table_and_figure(repo, demo):
     import zipfile
 
     workdir, _, cfg_path = demo
-    out = _snakemake(repo, workdir, cfg_path, "--report", "report.zip")
+    out = run_workflow(repo, workdir, cfg_path, "--report", "report.zip")
     assert out.returncode == 0, out.stderr[-3000:]
     with zipfile.ZipFile(workdir / "report.zip") as z:
         names = z.namelist()
@@ -251,17 +241,17 @@ def test_report_holds_every_table_and_figure(repo, demo):
 
 def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     workdir, cfg, cfg_path = demo
-    again = _snakemake(repo, workdir, cfg_path, "-n", "--cores", "2")
+    again = run_workflow(repo, workdir, cfg_path, "-n", "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # Forcing the model jobs to run again makes no model call: the store serves every one.
     rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
-    forced = _snakemake(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "answer_judgments")
+    forced = run_workflow(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "answer_judgments")
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
     styled = dict(cfg, figures={**cfg["figures"], "dpi": cfg["figures"]["dpi"] + 50})
     styled_path = workdir / "styled.yaml"
     styled_path.write_text(yaml.safe_dump(styled, sort_keys=False))
-    dry = _snakemake(repo, workdir, styled_path, "-n", "--cores", "2")
+    dry = run_workflow(repo, workdir, styled_path, "-n", "--cores", "2")
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
     jobs = set(re.findall(r"^(\w+)\s+\d+$", text.split("Job stats:")[1].split("Reasons:")[0], re.M)) - {"total", "job"}
@@ -271,7 +261,7 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     moved = dict(cfg, gpu_lock_dir=str(workdir / "elsewhere-locks"), store_dir=str(workdir / "elsewhere-store"))
     moved_path = workdir / "moved.yaml"
     moved_path.write_text(yaml.safe_dump(moved, sort_keys=False))
-    dry = _snakemake(repo, workdir, moved_path, "-n", "--cores", "2")
+    dry = run_workflow(repo, workdir, moved_path, "-n", "--cores", "2")
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
 
 
