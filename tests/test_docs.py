@@ -115,3 +115,28 @@ def test_no_page_or_file_cites_the_internal_design_notes():
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     citing = [p for p in tracked if (REPO / p).is_file() and name in (REPO / p).read_text(encoding="utf-8", errors="ignore")]
     assert not citing, f"files citing {name}: {citing}"
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_report_description_renders_for_each_config(configfile):
+    """report/workflow.rst, the report's opening page, renders as Snakemake renders it (Jinja with
+    the validated config, then docutils) without a warning, and names the run's datasets and LLMs."""
+    from docutils.core import publish_parts
+    from jinja2 import Environment, StrictUndefined
+    from snakemake.utils import validate
+
+    snakefile = (REPO / "Snakefile").read_text()
+    assert re.search(r'^report: "report/workflow.rst"$', snakefile, re.M)
+    config = yaml.safe_load((REPO / configfile).read_text())
+    validate(config, str(REPO / "config" / "schema.yaml"))  # fills in the defaults, as the Snakefile does
+
+    class Snakemake:
+        pass
+
+    Snakemake.config = config
+    env = Environment(trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
+    text = env.from_string((REPO / "report" / "workflow.rst").read_text()).render(snakemake=Snakemake)
+    html = publish_parts(text, writer="html", settings_overrides={"halt_level": 2, "report_level": 5})["html_body"]
+    for name in [*config["datasets"], *config["llms"], *config["retrievers"]]:
+        assert name in html
+    assert "How to read it" in html
