@@ -14,7 +14,7 @@ from llm_utility import config_reference
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "config" / "README.md", *sorted(DOCS.glob("*.md"))]
 
 
 def _schema() -> dict:
