@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: demo test install clean-results vllm-contract
+.PHONY: demo test test-fast config-docs install clean-results vllm-contract
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,14 @@ demo: $(STAMP)
 
 test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest
+
+# The fast tier alone (no model, no DAG run; under a minute): what to run while editing.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+# docs/configuration.md is generated from config/schema.yaml (tests/test_docs.py checks it is current).
+config-docs: $(STAMP)
+	$(BIN)/python -m llm_utility.config_reference docs/configuration.md
 
 # Opt-in (not part of `make test`): the real vLLM, pinned as envs/llm-vllm.yaml pins it, in its own
 # virtualenv, to check that the engine and sampling arguments our backend builds still exist

@@ -17,6 +17,10 @@ if not workflow.overwrite_configfiles:
 validate(config, "config/schema.yaml")
 
 
+# The opening page of `snakemake --report`: what the workflow does and how to read its results.
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/retrieval.smk"

@@ -16,7 +16,7 @@ The TSV's passages are 100 words, like DPR's.
 
 Then it fits time = a + b*N and memory = c + m*N per stage (least squares over the sizes) and
 extrapolates to the paper's corpora (MS MARCO's 8.8M passages, DPR's 21M, KILT Wikipedia's 34M; see
-the README's paper-scale section). Nothing is asserted.
+docs/performance.md, "Scale rehearsal"). Nothing is asserted.
 
     .venv/bin/python benchmarks/scale_rehearsal.py [--sizes 10000,100000,1000000] [--dim 1024]
         [--queries 1000] [--factory Flat] [--work DIR] [--json out.json]

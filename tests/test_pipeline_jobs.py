@@ -1,6 +1,6 @@
 """Every ``pipeline.*_job`` of the answer, judgment and report stages, run in DAG order on tiny
 parquet fixtures with stand-in models (tests/standin.py): the fast tier's check that jobs read what
-their rules give them and write what the README says, without loading or dequantizing any model.
+their rules give them and write what docs/outputs.md says, without loading or dequantizing any model.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def test_lint_clean(repo):
     ("old", "new", "message"),
     [
         ("retriever: minilm", "retriever: nosuch", "datasets.wf-single.retriever = 'nosuch' is not in retrievers"),
-        ("figure1_dataset: wf-single", "figure1_dataset: nq", "report.figure1_dataset = 'nq' is not in datasets"),
+        ("\nfigures:", "\nreport:\n  figure1_dataset: nq\nfigures:", "report.figure1_dataset = 'nq' is not in datasets"),
     ],
 )
 def test_bad_config_names_the_key(repo, tmp_path, old, new, message):

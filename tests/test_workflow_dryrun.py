@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import snakemake_cmd
 
@@ -108,3 +109,25 @@ def test_figure1_right_schedules_only_what_it_needs(fresh):
     assert counts["answer_candidates"] == 2 and counts["retrieve"] == 1
     assert not {"judge", "table1", "answer_judgments"} & set(counts)
     assert sum(counts.values()) - counts["total"] <= 16
+
+
+def test_own_corpora_and_datasets_need_no_other_edit(fresh, tmp_path):
+    """Bring your own data: config/config.yaml with only its corpora: and datasets: replaced runs
+    as it is, and Figure 1 (right) shows the first dataset."""
+    cfg = yaml.safe_load((fresh / "config" / "config.yaml").read_text())
+    passages = tmp_path / "passages.tsv"
+    passages.write_text("id\ttext\ttitle\n1\tParis is the capital of France.\tFrance\n2\tThe Seine flows through Paris.\tSeine\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text('{"id": "q1", "question": "What is the capital of France?", "answers": ["Paris"], "human_pids": ["1"]}\n')
+    claims = tmp_path / "claims.jsonl"
+    claims.write_text('{"id": "c1", "question": "The Seine flows through Paris.", "answers": ["SUPPORTS"], "task": "fact"}\n')
+    cfg["corpora"] = {"my-passages": {"source": "local", "path": str(passages)}}
+    local = {"source": "local", "corpus": "my-passages", "retriever": "minilm"}
+    cfg["datasets"] = {"my-questions": {**local, "queries": str(questions)}, "my-claims": {**local, "queries": str(claims)}}
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    text = _dry_run(fresh, "--configfile", str(mine))
+    counts = _job_counts(text)
+    assert counts["answer_candidates"] == 2 * 2 and counts["table1"] == 1 and counts["figure_transfer"] == 3
+    (figure_inputs,) = re.findall(r"^    input: (.*)\n    output: results/figures/fig1_right_transfer\.png", text, re.M)
+    assert "results/my-questions/" in figure_inputs and "results/my-claims/" not in figure_inputs

@@ -234,6 +234,7 @@ def test_report_holds_every_table_and_figure(repo, demo):
         assert target.rsplit("/", 1)[-1] in stored, target
         assert target in html, target
     assert "start here" in html  # the findings caption
+    assert "How to read it" in html  # the workflow description (report/workflow.rst)
     categories = json.loads(re.search(r"var categories = (\{.*?\});", html).group(1))
     assert sorted(categories)[0] == "1 Findings"
     assert "results/config.yaml" in json.dumps(categories["5 Config"])

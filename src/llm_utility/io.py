@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-# Column schemas of the workflow's interchange files (documented in the README).
+# Column schemas of the workflow's interchange files (documented in docs/outputs.md).
 QUERIES_SCHEMA = {
     "qid": pl.String,
     "question": pl.String,

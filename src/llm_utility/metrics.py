@@ -1,7 +1,7 @@
 """Answer and utility metrics.
 
 ``has_answer`` follows DPR's ``SimpleTokenizer`` semantics (the paper's answer metric); the set and
-ranking metrics follow the paper's conventions (DESIGN.md, "Method facts").
+ranking metrics follow the paper's conventions (docs/method.md, "The formulas").
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def retrieval_quality(queries, retrieved: Mapping[str, Sequence[str]], texts: Ma
 
 
 # ---------------------------------------------------------------------------------------------------
-# Set and ranking metrics of utility judgments (paper Tables 2, 4 and 8; DESIGN.md "Method facts").
+# Set and ranking metrics of utility judgments (paper Tables 2, 4 and 8; docs/method.md "The formulas").
 # ``selected``/``rankings`` and ``gold`` map a qid to pids; the queries are always gold's keys.
 
 def _mean(values) -> float:

@@ -115,15 +115,11 @@ def check_config(config: Mapping[str, Any]) -> None:
     figure1 = report.get("figure1_dataset")
     if figure1 is not None and figure1 not in datasets:
         raise ValueError(f"config: report.figure1_dataset = '{figure1}' is not in datasets ({list(datasets)})")
-    if figure1 is None and len(datasets) > 1:
-        raise ValueError(
-            f"config: report.figure1_dataset is required when there are several datasets: which of "
-            f"{list(datasets)} does Figure 1 (right) show?"
-        )
 
 
 def figure1_dataset(config: Mapping[str, Any]) -> str:
-    """The dataset of Figure 1 (right): ``report.figure1_dataset``, or the only dataset."""
+    """The dataset of Figure 1 (right): ``report.figure1_dataset``, or else the first of ``datasets``
+    (so a config with datasets of its own needs no edit here)."""
     chosen = config.get("report", {}).get("figure1_dataset")
     return chosen if chosen is not None else next(iter(config["datasets"]))
 

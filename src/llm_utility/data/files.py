@@ -34,7 +34,7 @@ WHERE_TO_GET = {
     "msmarco-qa": "MS MARCO QnA v2.1, https://microsoft.github.io/msmarco/ (dev_v2.1.json.gz)",
     "msmarco": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collection.tar.gz, member collection.tsv)",
     "dpr": "DPR's Wikipedia split, https://github.com/facebookresearch/DPR (psgs_w100.tsv.gz)",
-    "local": "your own data (README, 'Bring your own data')",
+    "local": "your own data (docs/data.md, 'Bring your own data')",
 }
 
 

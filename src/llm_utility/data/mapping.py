@@ -1,6 +1,6 @@
 """Human annotations mapped onto corpus passages, and the coverage report that accounts for each one.
 
-Three documented rules, chosen by the corpus (README, "Human passages"):
+Three documented rules, chosen by the corpus (docs/data.md, "Human passages"):
 
 - ``span`` (a KILT-derived corpus, which has ``spans.parquet``): a KILT provenance maps to every passage
   of the same page (``wikipedia_id``) whose span overlaps the provenance span, comparing positions as

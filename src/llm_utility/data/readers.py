@@ -133,7 +133,7 @@ def iter_jsonl(path: str | os.PathLike, member: str | None = None) -> Iterator[t
 def read_json_document(path: str | os.PathLike, member: str | None = None):
     """Parse a file holding one JSON document (2WikiMultihopQA's dev.json, MS MARCO's dev_v2.1.json).
 
-    These files are tens to hundreds of MB; they are parsed whole (see the README's scale section).
+    These files are tens to hundreds of MB; they are parsed whole (docs/performance.md, "Data preparation at scale").
     """
     name = display_name(path, member)
     with open_binary(path, member) as f:

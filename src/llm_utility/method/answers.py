@@ -1,6 +1,6 @@
 """Which passages each LLM call gets (the answer contexts) and the answer tables they produce.
 
-Contexts (DESIGN.md, DAG step 4), per query:
+Contexts (docs/method.md, "Answer contexts"), per query:
 
     none                      no passage
     single                    each passage of U alone (one row per passage)

@@ -1,0 +1,92 @@
+"""The GitHub Actions workflow is valid and runs what users run; the workflow catalog's metadata
+says what holds.
+
+The workflow file is checked offline against the GitHub Actions workflow schema that
+check-jsonschema vendors (SchemaStore's), the check a GitHub runner would otherwise only make when
+the file is pushed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW = REPO / ".github" / "workflows" / "main.yml"
+CHECK_JSONSCHEMA = str(Path(sys.executable).with_name("check-jsonschema"))
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHECK_JSONSCHEMA, "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_github_workflow_is_valid():
+    out = _validate(WORKFLOW)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_check_rejects_a_broken_workflow(tmp_path):
+    # The same file with a job that names no runner and a step that is neither `run` nor `uses`.
+    broken = yaml.safe_load(WORKFLOW.read_text())
+    job = next(iter(broken["jobs"].values()))
+    del job["runs-on"]
+    job["steps"].append({"name": "nothing to do", "with": {"x": 1}})
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken, sort_keys=False))
+    out = _validate(path)
+    assert out.returncode != 0 and "runs-on" in out.stdout + out.stderr
+
+
+def _commands() -> list[str]:
+    # PyYAML reads the key `on` as True; only the steps matter here.
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    return [" ".join(step["run"].split()) for job in jobs.values() for step in job["steps"] if "run" in step]
+
+
+def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
+    commands = _commands()
+    expected = [
+        "make install",
+        ".venv/bin/snakemake --lint",
+        ".venv/bin/snakefmt --check Snakefile rules",
+        ".venv/bin/snakemake -n --cores 4",
+        ".venv/bin/snakemake -n --cores 4 --configfile config/paper.yaml",
+        ".venv/bin/snakemake -n --configfile config/paper.yaml --sdm env-modules --profile profiles/slurm",
+        "--profile profiles/kubernetes --default-storage-prefix",
+        "make test-fast",
+    ]
+    for command in expected:
+        assert any(command == c or command in c for c in commands), f"not in {WORKFLOW.name}: {command}"
+    # Installed as the Makefile installs: its install target, with the CPU torch build.
+    assert "download.pytorch.org/whl/cpu" in yaml.safe_load(WORKFLOW.read_text())["env"]["PIP_EXTRA_INDEX_URL"]
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^install: \$\(STAMP\)$", makefile, re.M) and "-c constraints-cpu.txt" in makefile
+    assert re.search(r'^test-fast: .*\n\t\$\(BIN\)/python -m pytest -m "not slow"$', makefile, re.M)
+
+
+def test_catalog_metadata_follows_the_catalog_format_and_holds():
+    meta = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())
+    usage = meta["usage"]
+    assert set(usage) <= {"mandatory-flags", "software-stack-deployment", "report"}
+    assert set(usage["mandatory-flags"]) == {"desc", "flags"}
+    deployment = usage["software-stack-deployment"]
+    assert set(deployment) <= {"conda", "apptainer", "apptainer+conda"} and deployment["conda"] is True
+    # conda: every rule family has its environment file (snakemake --lint fails a rule without one).
+    envs = {m for smk in (REPO / "rules").glob("*.smk") for m in re.findall(r"envs/([\w-]+\.yaml)", smk.read_text())}
+    assert envs and all((REPO / "envs" / name).is_file() for name in envs)
+    # report: a workflow description and captioned outputs.
+    assert usage["report"] is True
+    assert re.search(r'^report: "report/workflow.rst"$', (REPO / "Snakefile").read_text(), re.M)
+    captions = {m for smk in (REPO / "rules").glob("*.smk") for m in re.findall(r'caption="\.\./(report/[\w.]+)"', smk.read_text())}
+    assert captions and all((REPO / c).is_file() for c in captions)
+    # The catalog finds the workflow: a README that names it, a Snakefile at the root, rules as .smk.
+    readme = (REPO / "README.md").read_text().lower()
+    assert "snakemake" in readme and "workflow" in readme and (REPO / "Snakefile").is_file()
+    assert (REPO / "config" / "README.md").is_file()
