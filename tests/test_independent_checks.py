@@ -200,3 +200,45 @@ def test_vllm_scoring_reads_prompt_logprobs_as_vllm_defines_them(tiny, monkeypat
     for (prompt, target), got in zip(pairs, vllm_gen.score(pairs)):
         expected = direct_target_logprobs(tiny.model, tiny.encode(prompt), tiny.tokenizer(target, add_special_tokens=False)["input_ids"])
         assert got == pytest.approx(expected, abs=1e-5)
+
+
+# --- the demo models (slow tier) -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
+def demo_model(request):
+    """A demo model as the demo config specifies it, from resources/models (materialized there once)."""
+    import yaml
+
+    from llm_utility.generation import load_generator, materialize
+
+    spec = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["llms"][request.param]
+    manifest = materialize(request.param, spec, REPO / "resources" / "models" / request.param)
+    return load_generator(manifest, spec)
+
+
+@pytest.mark.slow
+def test_demo_models_score_every_prompt_shape_as_a_direct_computation(demo_model):
+    gen = demo_model
+    question = "What is the capital of Bhutan?"
+    passage = "Bhutan Thimphu is the capital and largest city of Bhutan, in the western central part of the country."
+    answer_prompt = gen.render(f"Information: {passage}\nQuestion: {question}\nAnswer:")
+    pairs = [
+        ("", passage),  # Figure 4's passage perplexity
+        ("", f"{question} {passage}"),  # and its query+passage perplexity
+        (answer_prompt, " Thimphu"),  # Eq. 7's likelihood shape
+        (gen.render(question), " The capital of Bhutan is Thimphu, a city in the western central part of the country."),
+        (gen.render("Bhutan?"), passage),  # a target longer than its prompt
+    ]
+    batched = gen.score(pairs)
+    for (prompt, target), got in zip(pairs, batched):
+        prompt_ids = gen.encode(prompt)
+        expected = direct_target_logprobs(gen.model, prompt_ids, gen.tokenizer(target, add_special_tokens=False)["input_ids"])
+        assert got == pytest.approx(expected, abs=5e-4)
+    from llm_utility.method.rankings import perplexity
+
+    for text, logprobs in zip([passage, f"{question} {passage}"], batched):
+        direct = direct_perplexity(gen.model, gen.tokenizer, text)
+        print(f"\n{gen.slug}: perplexity {perplexity(logprobs):.2f}, transformers' loss gives {direct:.2f}: {text[:40]!r}")
+        assert perplexity(logprobs) == pytest.approx(direct, rel=1e-3)
+        assert direct < 1000  # a real model reads its own language: no perplexity in the tens of thousands
