@@ -242,3 +242,121 @@ def test_demo_models_score_every_prompt_shape_as_a_direct_computation(demo_model
         print(f"\n{gen.slug}: perplexity {perplexity(logprobs):.2f}, transformers' loss gives {direct:.2f}: {text[:40]!r}")
         assert perplexity(logprobs) == pytest.approx(direct, rel=1e-3)
         assert direct < 1000  # a real model reads its own language: no perplexity in the tens of thousands
+
+
+# --- what the judge job reports: perplexity rows, likelihood and attention rankings --------------
+
+JOB_QUERIES = [
+    # qid, question, answers, human pids
+    ("q1", "What is the capital of Peru?", ["Lima"], ["h1", "p2"]),
+    ("q2", "What is the capital of Chile?", ["Santiago"], ["h2"]),
+]
+JOB_PASSAGES = {
+    "p1": ("Peru", "Lima is the capital of Peru."),
+    "p2": ("Chile", "Santiago is the capital of Chile, on the Pacific coast."),
+    "p3": ("Norway", "Oslo lies on the coast of Norway."),
+    "h1": ("Lima", "Lima lies on the coast; Lima is the capital of Peru."),
+    "h2": ("Santiago", "Santiago is home to ten million people."),
+}
+JOB_RUN = {"q1": ["p3", "p1", "p2"], "q2": ["p2", "p3", "p1"]}
+JOB_GOLD_U = [("q1", "h1"), ("q2", "p1")]  # q1: h1 in its gold set, p2 not; q2: its human h2 not
+JOB_PSEUDO = {"q1": "Lima", "q2": "Santiago is the capital"}
+
+
+@pytest.fixture(scope="module")
+def judged(tiny, tmp_path_factory):
+    """One judge job of the tiny model (likelihood and attention rankings, perplexities) on files
+    written here; returns its output tables."""
+    import polars as pl
+
+    from llm_utility import pipeline
+    from llm_utility.workflow import with_defaults
+
+    tmp = tmp_path_factory.mktemp(f"judge-{tiny.kind}")
+    queries = pl.DataFrame(
+        [(q, text, ans, human, "qa") for q, text, ans, human in JOB_QUERIES],
+        schema={"qid": pl.String, "question": pl.String, "answers": pl.List(pl.String), "human_pids": pl.List(pl.String), "task": pl.String},
+        orient="row",
+    )
+    queries.write_parquet(tmp / "queries.parquet")
+    pl.DataFrame([(p, t, x) for p, (t, x) in JOB_PASSAGES.items()], schema=["pid", "title", "text"], orient="row").write_parquet(tmp / "passages.parquet")
+    run = [(q, p, r, 1.0 / r) for q, ps in JOB_RUN.items() for r, p in enumerate(ps, 1)]
+    pl.DataFrame(run, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}, orient="row").write_parquet(tmp / "run.parquet")
+    pl.DataFrame(JOB_GOLD_U, schema=["qid", "pid"], orient="row").write_parquet(tmp / "gold_U.parquet")
+    pl.DataFrame(list(JOB_PSEUDO.items()), schema=["qid", "output"], orient="row").write_parquet(tmp / "topk.parquet")
+    pipeline.candidates_job(queries=str(tmp / "queries.parquet"), run=str(tmp / "run.parquet"), passages=str(tmp / "passages.parquet"), top_k=3, output=str(tmp / "candidates.parquet"))
+    rankings = {m: str(tmp / f"{m}.parquet") for m in ("likelihood", "attention")}
+    pipeline.judge_job(
+        dataset="tiny", queries=str(tmp / "queries.parquet"), candidates=str(tmp / "candidates.parquet"),
+        manifest=str(Path(tiny.load_path) / "manifest.json"), prompts=str(REPO / "config" / "prompts.yaml"),
+        spec=with_defaults("llms", tiny_spec(Path(tiny.load_path), batch_size=3)), store=str(tmp / "store"), job="judge",
+        judgments={}, rankings=rankings, perplexity=str(tmp / "perplexity.parquet"), gold_U=str(tmp / "gold_U.parquet"),
+        pseudo_answers={"topk": str(tmp / "topk.parquet")}, max_new_tokens={}, rankings_cfg=with_defaults("rankings", {}),
+    )
+    return {name: pl.read_parquet(path) for name, path in {**rankings, "perplexity": str(tmp / "perplexity.parquet")}.items()}
+
+
+def _answer_prompt_written_out(question: str, pids: list[str]) -> str:
+    import yaml
+
+    wording = yaml.safe_load((REPO / "config" / "prompts.yaml").read_text())["answer"]["qa"]["with_passages"]
+    return wording.format(question=question, passages="\n".join(f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pids))
+
+
+def test_perplexity_rows_are_transformers_own_loss(tiny, judged):
+    table = judged["perplexity"].sort("qid", "pid")
+    questions = {q: text for q, text, _, _ in JOB_QUERIES}
+    assert table.select("qid", "pid", "in_gold").rows() == [("q1", "h1", True), ("q1", "p2", False), ("q2", "h2", False)]
+    for qid, pid, _, ppl_passage, ppl_query_passage in table.iter_rows():
+        title, text = JOB_PASSAGES[pid]
+        assert ppl_passage == pytest.approx(direct_perplexity(tiny.model, tiny.tokenizer, f"{title} {text}"), rel=1e-4)
+        assert ppl_query_passage == pytest.approx(direct_perplexity(tiny.model, tiny.tokenizer, f"{questions[qid]} {title} {text}"), rel=1e-4)
+
+
+def test_likelihood_ranking_is_the_log_probability_of_the_pseudo_answer(tiny, judged):
+    """Eq. 7: log P(a | q, d_i), the sum of the pseudo-answer's token log-probabilities after the
+    one-passage answer prompt, and the ranking is by it, highest first."""
+    questions = {q: text for q, text, _, _ in JOB_QUERIES}
+    for (qid,), part in judged["likelihood"].sort("rank").group_by("qid", maintain_order=True):
+        for pid, score in part.select("pid", "score").iter_rows():
+            prompt_ids = tiny.encode(_answer_prompt_written_out(questions[qid], [pid]))
+            answer_ids = tiny.tokenizer(JOB_PSEUDO[qid], add_special_tokens=False)["input_ids"]
+            assert score == pytest.approx(sum(direct_target_logprobs(tiny.model, prompt_ids, answer_ids)), abs=1e-4)
+        assert part["score"].to_list() == sorted(part["score"].to_list(), reverse=True)
+
+
+def eq6_written_out(load_path: str, prompt: str, passages: list[str], answer: str, tokenizer, prompt_ids: list[int]) -> list[float]:
+    """Eq. 6 from ``output_attentions=True`` of an eager copy of the model: for decoding step t (the
+    position that produces answer token t), the attention mass on each passage's tokens, averaged
+    over heads and layers, then over steps, then normalized across passages."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(load_path, attn_implementation="eager", dtype=torch.float32)
+    answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    offset = len(prompt_ids) - len(tokenizer(prompt, add_special_tokens=False)["input_ids"])  # a BOS before the text
+    offsets = tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    token_sets, start = [], 0
+    for text in passages:
+        lo = prompt.index(text, start)
+        hi = start = lo + len(text)
+        token_sets.append([offset + i for i, (a, b) in enumerate(offsets) if b > a and a < hi and b > lo])
+    with torch.inference_mode():
+        attentions = model(torch.tensor([prompt_ids + answer_ids[:-1]]), output_attentions=True).attentions
+    steps = range(len(prompt_ids) - 1, len(prompt_ids) + max(len(answer_ids), 1) - 1)
+    raw = []
+    for tokens in token_sets:
+        per_step = [float(torch.stack([layer[0, :, t, tokens].sum(-1).mean() for layer in attentions]).mean()) for t in steps]
+        raw.append(sum(per_step) / len(per_step))
+    return [r / sum(raw) for r in raw]
+
+
+def test_attention_ranking_is_eq6_written_out(tiny, judged):
+    questions = {q: text for q, text, _, _ in JOB_QUERIES}
+    for (qid,), part in judged["attention"].group_by("qid", maintain_order=True):
+        pool = JOB_RUN[qid]
+        prompt = _answer_prompt_written_out(questions[qid], pool)
+        texts = [f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pool]
+        expected = dict(zip(pool, eq6_written_out(tiny.load_path, prompt, texts, JOB_PSEUDO[qid], tiny.tokenizer, tiny.encode(prompt))))
+        got = dict(part.select("pid", "score").iter_rows())
+        assert got == pytest.approx(expected, abs=1e-5)
+        assert sum(got.values()) == pytest.approx(1.0)
