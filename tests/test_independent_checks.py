@@ -69,15 +69,31 @@ def tiny_spec(path: Path, batch_size: int = 8) -> dict:
     return {"backend": "transformers", "weights": {"path": str(path)}, "prompt_format": "completion", "batch_size": batch_size, "stop": ["\n"]}
 
 
-@pytest.fixture(scope="module", params=sorted(BOS_KINDS))
-def tiny(request, tmp_path_factory):
+_TINY: dict[str, object] = {}
+
+
+def _tiny(kind: str, factory: pytest.TempPathFactory):
+    """The tiny model of one BOS kind, built once per session."""
     from llm_utility.generation import load_generator
 
-    path = tmp_path_factory.mktemp(f"tiny-{request.param}")
-    manifest = write_tiny_llama(path, request.param)
-    gen = load_generator(manifest, tiny_spec(path))
-    gen.kind = request.param
-    return gen
+    if kind not in _TINY:
+        path = factory.mktemp(f"tiny-{kind}")
+        gen = load_generator(write_tiny_llama(path, kind), tiny_spec(path))
+        gen.kind = kind
+        _TINY[kind] = gen
+    return _TINY[kind]
+
+
+@pytest.fixture(scope="module", params=sorted(BOS_KINDS))
+def tiny(request, tmp_path_factory):
+    return _tiny(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=["bos", "no_bos"])
+def tiny_job_model(request, tmp_path_factory):
+    """The judge-job checks run on a model with and one without a BOS token (the third kind differs
+    only in how a prompt that starts with the BOS text is encoded, which these prompts never do)."""
+    return _tiny(request.param, tmp_path_factory)
 
 
 # --- the independent computations ------------------------------------------------------------------
@@ -267,9 +283,10 @@ JOB_PSEUDO = {"q1": "Lima", "q2": "Santiago is the capital"}
 
 
 @pytest.fixture(scope="module")
-def judged(tiny, tmp_path_factory):
+def judged(tiny_job_model, tmp_path_factory):
     """One judge job of the tiny model (likelihood and attention rankings, perplexities) on files
     written here; returns its output tables."""
+    tiny = tiny_job_model
     import polars as pl
 
     from llm_utility import pipeline
@@ -306,7 +323,8 @@ def _answer_prompt_written_out(question: str, pids: list[str]) -> str:
     return wording.format(question=question, passages="\n".join(f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pids))
 
 
-def test_perplexity_rows_are_transformers_own_loss(tiny, judged):
+def test_perplexity_rows_are_transformers_own_loss(tiny_job_model, judged):
+    tiny = tiny_job_model
     table = judged["perplexity"].sort("qid", "pid")
     questions = {q: text for q, text, _, _ in JOB_QUERIES}
     assert table.select("qid", "pid", "in_gold").rows() == [("q1", "h1", True), ("q1", "p2", False), ("q2", "h2", False)]
@@ -316,9 +334,10 @@ def test_perplexity_rows_are_transformers_own_loss(tiny, judged):
         assert ppl_query_passage == pytest.approx(direct_perplexity(tiny.model, tiny.tokenizer, f"{questions[qid]} {title} {text}"), rel=1e-4)
 
 
-def test_likelihood_ranking_is_the_log_probability_of_the_pseudo_answer(tiny, judged):
+def test_likelihood_ranking_is_the_log_probability_of_the_pseudo_answer(tiny_job_model, judged):
     """Eq. 7: log P(a | q, d_i), the sum of the pseudo-answer's token log-probabilities after the
     one-passage answer prompt, and the ranking is by it, highest first."""
+    tiny = tiny_job_model
     questions = {q: text for q, text, _, _ in JOB_QUERIES}
     for (qid,), part in judged["likelihood"].sort("rank").group_by("qid", maintain_order=True):
         for pid, score in part.select("pid", "score").iter_rows():
@@ -358,7 +377,8 @@ def eq6_written_out(load_path: str, prompt: str, passages: list[str], answer: st
     return [r / sum(raw) for r in raw]
 
 
-def test_attention_ranking_is_eq6_written_out(tiny, judged):
+def test_attention_ranking_is_eq6_written_out(tiny_job_model, judged):
+    tiny = tiny_job_model
     questions = {q: text for q, text, _, _ in JOB_QUERIES}
     for (qid,), part in judged["attention"].group_by("qid", maintain_order=True):
         pool = JOB_RUN[qid]
