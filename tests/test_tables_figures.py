@@ -132,13 +132,13 @@ def test_plot_transfer_and_overlap(tmp_path):
         figures.plot_overlap({}, png, pdf, style())
 
 
-def _figure4_inputs(llms, datasets):
-    """Perplexities a few tens for every LLM but the first, tens of thousands for it (as SmolLM2's
-    were before the scoring fix), and RAG percentages, for Figure 4."""
+def _figure4_inputs(llms, datasets, first=50_000.0):
+    """Perplexities a few tens for every LLM but the first, ``first`` for it (tens of thousands, as
+    SmolLM2's were before the scoring fix), and RAG percentages, for Figure 4."""
     rows, human = [], []
     for d in datasets:
         for i, llm in enumerate(llms):
-            base = 50_000.0 if i == 0 else 20.0 + i
+            base = first if i == 0 else 20.0 + i
             rows += [(d, llm, "G", base * 0.8, base * 0.5, 4), (d, llm, "H", base, base * 0.7, 6)]
             human.append((d, llm, "human", "human", 100.0 * (i + 1) / (len(llms) + 1), 100.0, 5, 3))
     ppl = pl.DataFrame(rows, schema=["dataset", "llm", "passages", "ppl_passage", "ppl_query_passage", "n"], orient="row")
@@ -178,13 +178,13 @@ def _overlapping_texts(fig) -> list[tuple[str, str]]:
     return clashes
 
 
-@pytest.mark.parametrize("n_llms, n_datasets", [(2, 1), (2, 3), (4, 2), (4, 6)])
-def test_figure4_log_axis_shows_every_llm_and_no_text_overlaps(tmp_path, monkeypatch, n_llms, n_datasets):
+@pytest.mark.parametrize("n_llms, n_datasets, first", [(2, 1, 5e4), (2, 3, 5e4), (4, 2, 5e4), (4, 6, 5e4), (2, 3, 40.0), (4, 6, 12.0)])
+def test_figure4_log_axis_shows_every_llm_and_no_text_overlaps(tmp_path, monkeypatch, n_llms, n_datasets, first):
     llms = ["smollm2-135m", "gemma3-270m", "qwen3-14b", "llama31-8b-instruct"][:n_llms]
     datasets = ["wf-single", "wf-twohop", "wf-claims", "nq", "hotpotqa", "msmarco-fqa"][:n_datasets]
     drawn = []
     monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf, dpi: drawn.append(fig))
-    ppl, rag = _figure4_inputs(llms, datasets)
+    ppl, rag = _figure4_inputs(llms, datasets, first)
     figures.plot_perplexity(ppl, rag, tmp_path / "f4.png", tmp_path / "f4.pdf", style(dpi=72),
                             title="Perplexity of human passages (top); RAG with them (bottom)")
     [fig] = drawn
@@ -200,6 +200,10 @@ def test_figure4_log_axis_shows_every_llm_and_no_text_overlaps(tmp_path, monkeyp
         bars = [p for p in ax.patches if p.get_height() == p.get_height()]
         assert len(bars) == 4 * n_llms
         assert min(p.get_window_extent().height for p in bars) > 0.1 * height
+    if first < 100:  # a range of two decades or less is labelled 1, 2, 5, 10, 20 in plain numbers
+        lo, hi = tops[0].get_ylim()  # the row shares its axis: the first panel carries the labels
+        shown = {t.get_text() for t in tops[0].get_yticklabels() if lo <= t.get_position()[1] <= hi}
+        assert {"1", "2", "5", "10", "20"} <= shown
 
 
 def test_figure4_overlap_check_finds_a_title_on_a_legend(tmp_path):

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 import polars as pl
 from matplotlib import colormaps
@@ -249,6 +250,10 @@ def plot_perplexity(
             top.set_yscale("log")
             if highest is not None and highest == highest and highest > 1:
                 top.set_ylim(1, highest * 2)
+                if highest * 2 <= 300:  # two decades or less: label 1, 2, 5, 10, 20, 50... as plain numbers
+                    top.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                    top.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                    top.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             top.set_xticks(x, [_label(s, n) for n in llms], rotation=30, ha="right", rotation_mode="anchor")
             top.set_title(_label(s, dataset))
             top.grid(axis="y", which="major", linewidth=0.4, alpha=0.4)
