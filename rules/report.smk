@@ -307,6 +307,7 @@ rule table8:
             ),
         ),
         **gold_C_inputs(),
+        **known_inputs(),
     output:
         csv=f"{TABLES}/table8_known_rejection.csv",
         md=report(

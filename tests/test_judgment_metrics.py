@@ -105,3 +105,110 @@ def test_ranking_metrics_no_gold_is_nan():
     assert ranking_metrics_per_query({}, {}).height == 0
     with pytest.raises(ValueError, match="k >= 1"):
         ranking_metrics({"q": ["a"]}, {"q": ["a"]}, k=0)
+
+
+# --- an output that does not parse is a failure, never a correct rejection -----------------------
+
+
+def _judgments(rows):
+    """A judgments table (method.judgments' schema) from (qid, pid, selected, parsed) rows."""
+    import polars as pl
+
+    return pl.DataFrame(
+        [(q, p, s, ok, "raw") for q, p, s, ok in rows],
+        schema={"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "output": pl.String},
+        orient="row",
+    )
+
+
+# Listwise, four judged queries over the candidates a, b, c:
+#   e1: empty gold, output parsed, nothing selected        -> a correct rejection
+#   e2: empty gold, output did not parse (nothing selected) -> a failure, not a rejection
+#   n1: gold {a}, parsed, a and b selected                  -> P 1/2, R 1
+#   n2: gold {b}, output did not parse                      -> P 0, R 0 (a miss)
+LISTWISE = _judgments(
+    [("e1", p, False, True) for p in "abc"]
+    + [("e2", p, False, False) for p in "abc"]
+    + [("n1", "a", True, True), ("n1", "b", True, True), ("n1", "c", False, True)]
+    + [("n2", p, False, False) for p in "abc"]
+)
+GOLD_C = {"n1": ["a"], "n2": ["b"]}
+
+
+def _gold_table(pairs):
+    import polars as pl
+
+    return pl.DataFrame([(q, p) for q, ps in pairs.items() for p in ps], schema={"qid": pl.String, "pid": pl.String}, orient="row")
+
+
+def test_unparsed_outputs_are_failures_in_the_selection_table():
+    from llm_utility.report.judgments import selection_scores
+
+    [row] = selection_scores({("d", "m", "listwise"): LISTWISE}, {("d", "m"): _gold_table(GOLD_C)}).to_dicts()
+    assert row["accuracy_empty"] == pytest.approx(50.0)  # e1 right, e2 (unparsed) wrong; it used to be 100
+    assert row["precision"] == pytest.approx(100 * (1 / 2 + 0) / 2)
+    assert row["recall"] == pytest.approx(100 * (1 + 0) / 2)
+    p, r = 0.25, 0.5
+    assert row["f1"] == pytest.approx(100 * 2 * p * r / (p + r))
+    assert (row["unparsed"], row["unparsed_nonempty"], row["unparsed_empty"]) == pytest.approx((50.0, 50.0, 50.0))
+    assert (row["avg_selected_empty"], row["avg_selected_nonempty"]) == pytest.approx((0.0, 1.0))
+
+
+def test_a_pointwise_query_with_one_unparsed_output_is_no_rejection():
+    """Pointwise outputs are per passage: the parsed ones keep their selections, the unparsed ones
+    select nothing, and an empty-gold query with any unparsed output is not a correct rejection."""
+    from llm_utility.report.judgments import selection_scores
+
+    table = _judgments(
+        [("e1", "a", False, True), ("e1", "b", False, False)]  # one "No", one output that did not parse
+        + [("e2", "a", False, True), ("e2", "b", False, True)]  # two "No": a rejection
+        + [("n1", "a", False, False), ("n1", "b", True, True)]  # gold a unparsed: a miss; b selected
+    )
+    [row] = selection_scores({("d", "m", "pointwise"): table}, {("d", "m"): _gold_table({"n1": ["a"]})}).to_dicts()
+    assert row["accuracy_empty"] == pytest.approx(50.0)
+    assert (row["precision"], row["recall"]) == (0.0, 0.0)
+    assert (row["unparsed_empty"], row["unparsed_nonempty"]) == pytest.approx((50.0, 100.0))
+
+
+def test_unparsed_rejections_in_the_intervals_too():
+    from llm_utility.report.judgments import selection_intervals
+
+    many = _judgments([(f"e{i}", "a", False, i % 2 == 0) for i in range(20)])  # half unparsed, all empty gold
+    [row] = selection_intervals({("d", "m", "listwise"): many}, {("d", "m"): _gold_table({})}, n_resamples=2000, seed=1).to_dicts()
+    assert row["accuracy_empty_lo"] < 50.0 < row["accuracy_empty_hi"] < 100.0
+
+
+def test_table8_counts_by_known_and_by_gold():
+    """The paper's Table 8 split (known: answered correctly with no passage) and the gold split are
+    different partitions: an unknown query that no single passage helps has an empty gold set."""
+    import polars as pl
+
+    from llm_utility.report.judgments import selection_scores
+
+    # k1 known (empty gold, 1 selected); u1 unknown with gold (2 selected); u2 unknown, empty gold (3 selected)
+    table = _judgments(
+        [("k1", p, p == "a", True) for p in "abc"]
+        + [("u1", p, p in "ab", True) for p in "abc"]
+        + [("u2", p, True, True) for p in "abc"]
+    )
+    known = pl.DataFrame({"qid": ["k1", "u1", "u2", "other"], "known": [True, False, False, True]})
+    [row] = selection_scores({("d", "m", "listwise_pa"): table}, {("d", "m"): _gold_table({"u1": ["a"]})}, {("d", "m"): known}).to_dicts()
+    assert (row["n_known"], row["n_unknown"], row["n_empty"], row["n_nonempty"]) == (1, 2, 2, 1)
+    assert row["avg_selected_known"] == pytest.approx(1.0)
+    assert row["avg_selected_unknown"] == pytest.approx((2 + 3) / 2)
+    assert row["avg_selected_empty"] == pytest.approx((1 + 3) / 2)
+    assert row["avg_selected_nonempty"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="no known flag"):
+        selection_scores({("d", "m", "listwise_pa"): table}, {("d", "m"): _gold_table({})}, {("d", "m"): known.head(1)})
+
+
+def test_known_overselection_counts_an_unparsed_output_as_no_rejection():
+    import polars as pl
+
+    from llm_utility.report.findings import FindingInputs, Resampling, known_overselection
+
+    table = _judgments([("k1", "a", False, True), ("k2", "a", False, False), ("k3", "a", True, True)])
+    known = pl.DataFrame({"qid": ["k1", "k2", "k3"], "known": [True, True, True]})
+    inputs = FindingInputs(llms=["m"], judgments={("d", "m", "listwise_pa"): table}, known={("d", "m"): known})
+    entry = known_overselection(inputs, Resampling(n_resamples=200, seed=0, confidence=0.95, min_queries=1))
+    assert entry["cells"][0]["effect"] == pytest.approx(100 * 2 / 3)  # k2 (unparsed) and k3 did not reject

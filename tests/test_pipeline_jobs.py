@@ -258,7 +258,11 @@ def test_report_jobs(run, tmp_path):
     assert "**" in (tmp_path / "t2.md").read_text()
     pipeline.table5_job(judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
     assert "No configured LLM" in (tmp_path / "t5.md").read_text()
-    pipeline.table8_job(judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, **out("t8"))
+    pipeline.table8_job(judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
+    t8 = pl.read_csv(tmp_path / "t8.csv")
+    assert {"avg_selected_unknown", "avg_selected_known", "avg_selected_nonempty", "avg_selected_empty"} <= set(t8.columns)
+    assert (t8["n_unknown"] + t8["n_known"] == t8["n_nonempty"] + t8["n_empty"]).all()
+    assert "count (unknown)" in (tmp_path / "t8.md").read_text()
     ranked = {(DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet") for llm in LLMS for m in ("retriever", "listwise", "likelihood", "attention")}
     pipeline.table4_job(rankings=ranked, gold=gold_c, k=2, **out("t4"))
     t4 = pl.read_csv(tmp_path / "t4.csv")

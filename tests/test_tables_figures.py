@@ -130,3 +130,91 @@ def test_plot_transfer_and_overlap(tmp_path):
     assert_png_pdf(png, pdf)
     with pytest.raises(ValueError, match="nothing to plot"):
         figures.plot_overlap({}, png, pdf, style())
+
+
+def _figure4_inputs(llms, datasets, first=50_000.0):
+    """Perplexities a few tens for every LLM but the first, ``first`` for it (tens of thousands, as
+    SmolLM2's were before the scoring fix), and RAG percentages, for Figure 4."""
+    rows, human = [], []
+    for d in datasets:
+        for i, llm in enumerate(llms):
+            base = first if i == 0 else 20.0 + i
+            rows += [(d, llm, "G", base * 0.8, base * 0.5, 4), (d, llm, "H", base, base * 0.7, 6)]
+            human.append((d, llm, "human", "human", 100.0 * (i + 1) / (len(llms) + 1), 100.0, 5, 3))
+    ppl = pl.DataFrame(rows, schema=["dataset", "llm", "passages", "ppl_passage", "ppl_query_passage", "n"], orient="row")
+    rag = pl.DataFrame(human, schema=["dataset", "llm", "context", "source", "unknown", "known", "n_unknown", "n_known"], orient="row")
+    return ppl, rag
+
+
+def _overlapping_texts(fig) -> list[tuple[str, str]]:
+    """Pairs of visible texts of a drawn figure whose boxes overlap. Rotated tick labels of one axis
+    are parallel slanted lines whose boxes always overlap: they clash only when the gap between
+    neighbouring lines (horizontal spacing x sin(rotation)) is less than the font's height."""
+    import math
+
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    # Tick labels exist for ticks outside the view limits too; only those inside are drawn.
+    undrawn = set()
+    for ax in fig.axes:
+        for axis, (lo, hi) in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
+                    undrawn |= {tick.label1, tick.label2}
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t not in undrawn]
+    boxes = [(t, t.get_window_extent(renderer)) for t in texts]
+    clashes = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            if not box_a.overlaps(box_b):
+                continue
+            rotated = a.get_rotation() % 180 and b.get_rotation() % 180
+            if rotated and a.axes is b.axes and a.get_rotation() == b.get_rotation():
+                gap = abs(box_a.x1 - box_b.x1) * math.sin(math.radians(a.get_rotation()))
+                if gap > 1.05 * a.get_fontsize() * fig.dpi / 72:
+                    continue
+            clashes.append((a.get_text(), b.get_text()))
+    return clashes
+
+
+@pytest.mark.parametrize("n_llms, n_datasets, first", [(2, 1, 5e4), (2, 3, 5e4), (4, 2, 5e4), (4, 6, 5e4), (2, 3, 40.0), (4, 6, 12.0)])
+def test_figure4_log_axis_shows_every_llm_and_no_text_overlaps(tmp_path, monkeypatch, n_llms, n_datasets, first):
+    llms = ["smollm2-135m", "gemma3-270m", "qwen3-14b", "llama31-8b-instruct"][:n_llms]
+    datasets = ["wf-single", "wf-twohop", "wf-claims", "nq", "hotpotqa", "msmarco-fqa"][:n_datasets]
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf, dpi: drawn.append(fig))
+    ppl, rag = _figure4_inputs(llms, datasets, first)
+    figures.plot_perplexity(ppl, rag, tmp_path / "f4.png", tmp_path / "f4.pdf", style(dpi=72),
+                            title="Perplexity of human passages (top); RAG with them (bottom)")
+    [fig] = drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    assert _overlapping_texts(fig) == []
+    tops = [ax for ax in fig.axes if ax.get_yscale() == "log"]
+    assert len(tops) == n_datasets
+    for ax in tops:
+        # Every bar, the 20s as well as the 50,000s, is at least a tenth of the panel high.
+        height = ax.get_window_extent().height
+        bars = [p for p in ax.patches if p.get_height() == p.get_height()]
+        assert len(bars) == 4 * n_llms
+        assert min(p.get_window_extent().height for p in bars) > 0.1 * height
+    if first < 100:  # a range of two decades or less is labelled 1, 2, 5, 10, 20 in plain numbers
+        lo, hi = tops[0].get_ylim()  # the row shares its axis: the first panel carries the labels
+        shown = {t.get_text() for t in tops[0].get_yticklabels() if lo <= t.get_position()[1] <= hi}
+        assert {"1", "2", "5", "10", "20"} <= shown
+
+
+def test_figure4_overlap_check_finds_a_title_on_a_legend(tmp_path):
+    """The check above can fail: a legend drawn at the title's place is reported."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4, 3), layout="constrained")
+    ax = fig.subplots()
+    ax.bar([0, 1], [1, 2], label="a long legend entry")
+    fig.suptitle("a long title over the legend")
+    fig.legend(loc="upper center")
+    FigureCanvasAgg(fig).draw()
+    assert _overlapping_texts(fig)

@@ -47,3 +47,51 @@ def test_snakefmt_clean(repo):
     snakefmt = str(Path(snakemake_cmd()[0]).with_name("snakefmt"))
     out = subprocess.run([snakefmt, "--check", "Snakefile", "rules"], cwd=repo, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# A full listwise answer over k candidates: every id and a 24-word lead-in sentence (the token counts
+# the configs' comments state, measured with the demo models' tokenizers by the slow test below).
+LEAD_IN = "Based on the question and my own knowledge, the passages that give me useful information I did not already know are the following ones: "
+FULL_ANSWER_TOKENS = {("listwise", 20): 97, ("rank", 20): 116, ("listwise", 5): 41, ("rank", 5): 45}
+
+
+@pytest.mark.parametrize("config, k", [("paper.yaml", 20), ("config.yaml", 5)])
+def test_output_caps_hold_a_full_listwise_answer(repo, config, k):
+    import yaml
+
+    from llm_utility.workflow import with_defaults
+
+    cfg = yaml.safe_load((repo / "config" / config).read_text())
+    assert cfg["top_k"] == k
+    judgments, rankings = with_defaults("judgments", cfg.get("judgments", {})), with_defaults("rankings", cfg.get("rankings", {}))
+    assert judgments["listwise_max_new_tokens"] >= FULL_ANSWER_TOKENS[("listwise", k)]
+    assert rankings["max_new_tokens"] >= FULL_ANSWER_TOKENS[("rank", k)]
+    # The schema's defaults fit the paper's top-20 too, for a config that leaves them out.
+    assert with_defaults("judgments", {})["listwise_max_new_tokens"] >= FULL_ANSWER_TOKENS[("listwise", 20)]
+    assert with_defaults("rankings", {})["max_new_tokens"] >= FULL_ANSWER_TOKENS[("rank", 20)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", ["smollm2-135m", "gemma3-270m"])
+def test_full_answer_token_counts_are_the_demo_tokenizers(repo, slug):
+    import yaml
+    from transformers import AutoTokenizer
+
+    from llm_utility.generation import materialize
+    from llm_utility.method.judgments import full_answer
+
+    spec = yaml.safe_load((repo / "config" / "config.yaml").read_text())["llms"][slug]
+    tokenizer = AutoTokenizer.from_pretrained(materialize(slug, spec, repo / "resources" / "models" / slug)["load_path"])
+    for (form, k), stated in FULL_ANSWER_TOKENS.items():
+        assert len(tokenizer(LEAD_IN + full_answer(form, k) + ".", add_special_tokens=False)["input_ids"]) == stated
+
+
+def test_a_cap_that_cannot_hold_every_id_stops_the_job(tmp_path):
+    from llm_utility.method.judgments import check_output_cap, full_answer
+    from standin import StandInGenerator, stand_in_manifest, write_tiny_model
+
+    gen = StandInGenerator(stand_in_manifest(write_tiny_model(tmp_path / "m")), {"backend": "transformers", "weights": {"path": str(tmp_path / "m")}, "prompt_format": "chat"})
+    needed = gen.count_tokens([full_answer("rank", 20)], special=False)[0]
+    check_output_cap(gen, "rank", 20, needed, "rankings.max_new_tokens")
+    with pytest.raises(ValueError, match=rf"rankings.max_new_tokens is {needed - 1}, but listing all 20 candidates .* takes {needed} tokens"):
+        check_output_cap(gen, "rank", 20, needed - 1, "rankings.max_new_tokens")

@@ -133,28 +133,35 @@ def _mean(values) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def set_metrics_per_query(selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]]):
+def set_metrics_per_query(
+    selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]], unparsed: Collection[str] = ()
+):
     """Per-query set metrics of a selection against the gold sets, in gold's query order.
 
     Returns a polars DataFrame with one row per query of ``gold``: qid, n_gold, n_selected,
     precision, recall, f1 (null when the gold set is empty; precision and F1 are 0 when nothing is
-    selected) and correct_empty (null when the gold set is not empty; 1.0 when nothing was selected,
-    else 0.0). A query missing from ``selected`` selected nothing; queries only in ``selected`` are
-    ignored; repeated pids count once.
+    selected), correct_empty (null when the gold set is not empty; 1.0 when nothing was selected and
+    the output parsed, else 0.0) and parsed. ``unparsed`` names the queries whose output (or, for a
+    pointwise method, one of its outputs) did not parse: such a query is never a correct rejection,
+    and its unparsed outputs select nothing, so an unparsed listwise output is a miss for precision
+    and recall. A query missing from ``selected`` selected nothing; queries only in ``selected``
+    are ignored; repeated pids count once.
     """
     import polars as pl
 
+    unparsed = set(unparsed)
     rows = []
     for qid, gold_pids in gold.items():
         g, s = set(gold_pids), set(selected.get(qid, ()))
+        parsed = qid not in unparsed
         if g:
             hits = len(g & s)
             p = hits / len(s) if s else 0.0
             r = hits / len(g)
             f1 = 2 * p * r / (p + r) if p + r > 0 else 0.0
-            rows.append((qid, len(g), len(s), p, r, f1, None))
+            rows.append((qid, len(g), len(s), p, r, f1, None, parsed))
         else:
-            rows.append((qid, 0, len(s), None, None, None, float(not s)))
+            rows.append((qid, 0, len(s), None, None, None, float(parsed and not s), parsed))
     schema = {
         "qid": pl.String,
         "n_gold": pl.Int64,
@@ -163,21 +170,27 @@ def set_metrics_per_query(selected: Mapping[str, Collection[str]], gold: Mapping
         "recall": pl.Float64,
         "f1": pl.Float64,
         "correct_empty": pl.Float64,
+        "parsed": pl.Boolean,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def set_metrics(selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]]) -> dict:
+def set_metrics(
+    selected: Mapping[str, Collection[str]], gold: Mapping[str, Collection[str]], unparsed: Collection[str] = ()
+) -> dict:
     """Selection quality against the gold sets, the paper's way (Tables 2 and 8).
 
     On queries with a non-empty gold set: ``precision`` and ``recall`` are per-query values averaged
     (precision is 0 when nothing is selected), ``f1`` is the harmonic mean of those two averages (the
     paper's convention; 0 when both are 0) and ``f1_per_query`` the mean of per-query F1. On queries
-    with an empty gold set: ``accuracy_empty`` is the share where nothing was selected.
-    ``n_nonempty``/``n_empty`` count the two sides and ``avg_selected_nonempty``/``avg_selected_empty``
-    are the mean number of passages selected on each. A mean over zero queries is NaN.
+    with an empty gold set: ``accuracy_empty`` is the share where nothing was selected and the output
+    parsed (an output that does not parse is never a correct rejection; ``unparsed`` names those
+    queries, see ``set_metrics_per_query``). ``n_nonempty``/``n_empty`` count the two sides,
+    ``avg_selected_nonempty``/``avg_selected_empty`` are the mean number of passages selected on
+    each, and ``unparsed_nonempty``/``unparsed_empty`` the share of each side's queries whose output
+    did not parse. A mean over zero queries is NaN.
     """
-    per_query = set_metrics_per_query(selected, gold)
+    per_query = set_metrics_per_query(selected, gold, unparsed)
     nonempty = per_query.filter(per_query["n_gold"] > 0)
     empty = per_query.filter(per_query["n_gold"] == 0)
     precision = _mean(nonempty["precision"])
@@ -196,6 +209,8 @@ def set_metrics(selected: Mapping[str, Collection[str]], gold: Mapping[str, Coll
         "n_empty": empty.height,
         "avg_selected_nonempty": _mean(nonempty["n_selected"]),
         "avg_selected_empty": _mean(empty["n_selected"]),
+        "unparsed_nonempty": _mean(float(not p) for p in nonempty["parsed"]),
+        "unparsed_empty": _mean(float(not p) for p in empty["parsed"]),
     }
 
 

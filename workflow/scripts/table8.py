@@ -18,6 +18,7 @@ from llm_utility.workflow import keyed_inputs  # noqa: E402
 table8_job(
     judgments=keyed_inputs(snakemake.input, "judgments"),
     gold=keyed_inputs(snakemake.input, "gold"),
+    known=keyed_inputs(snakemake.input, "known"),
     csv=snakemake.output.csv,
     md=snakemake.output.md,
     tex=snakemake.output.tex,

@@ -137,10 +137,15 @@ class HFGenerator(Generator):
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
         """Log-probability of each token of ``target`` after the rendered ``prompt`` (teacher forcing),
-        in chunks of ``batch_size``. The target is tokenized on its own, without
-        special tokens, and appended to the prompt's ids, as it would follow the prompt in
-        generation. With an empty prompt and no BOS token the first target token has no context
-        and is not scored."""
+        in chunks of ``batch_size``.
+
+        The prompt is encoded as ``encode`` does (the tokenizer's own special tokens, BOS once), the
+        target on its own without special tokens, and the target's ids follow the prompt's, as they
+        would in generation. Every target token with a token before it is scored: all of them after
+        a non-empty prompt, and after an empty one with a BOS token (``encode("")`` is ``[BOS]``);
+        after an empty prompt without a BOS token (SmolLM2, Qwen3) the first target token has no
+        context and is not scored, so its list is one shorter than the target.
+        """
         out: list[list[float]] = []
         for start in range(0, len(pairs), self.batch_size):
             out += self._score_batch(pairs[start : start + self.batch_size])
@@ -153,9 +158,15 @@ class HFGenerator(Generator):
         model = self.model
         prompts = [self.encode(p) for p, _ in pairs]
         targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
-        # Rows end together, so the targets are the last tokens of every row: only the last
-        # (longest target + 1) positions need logits, which matters with Gemma's 262k vocabulary.
-        keep = max(len(t) for t in targets) + 1
+        # Scored tokens per row: the target's, less a first token that has nothing before it.
+        scored = [min(len(t), len(p) + len(t) - 1) for p, t in zip(prompts, targets)]
+        if max(scored) <= 0:
+            return [[] for _ in pairs]
+        # Rows end together, so a row's n scored tokens are predicted by the logits at its positions
+        # width-1-n .. width-2: only the last (most scored + 1) positions need logits, which matters
+        # with Gemma's 262k vocabulary. This window is never wider than the batch, so kept index j
+        # is position width - keep + j in every row.
+        keep = max(scored) + 1
         vocab = model.get_output_embeddings().weight.shape[0]
         if len(pairs) > 1 and len(pairs) * keep * vocab * 4 > SCORE_LOGITS_BYTES:
             half = len(pairs) // 2
@@ -163,10 +174,11 @@ class HFGenerator(Generator):
         batch = self._pad([p + t for p, t in zip(prompts, targets)])
         # Left padding shifts each row; explicit positions keep every row as it is when unpadded.
         positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
-        logits = model(**batch, position_ids=positions, logits_to_keep=keep).logits[:, -keep:, :]
+        logits = model(**batch, position_ids=positions, logits_to_keep=keep).logits
+        if logits.shape[1] != keep:
+            raise RuntimeError(f"{self.slug}: asked for the last {keep} positions' logits, got {logits.shape[1]}")
         results = []
-        for row, (prompt, target) in enumerate(zip(prompts, targets)):
-            n = len(target) if prompt else len(target) - 1  # nothing predicts a first token
+        for row, (target, n) in enumerate(zip(targets, scored)):
             if n <= 0:
                 results.append([])
                 continue

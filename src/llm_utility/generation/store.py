@@ -100,6 +100,10 @@ def make_key(kind: str, fingerprint: str, backend: str, prompt: str, target: str
 # Version of the stop-string rule, part of every generation key: outputs cut under an older rule
 # (version 1 cut Gemma's answers that began with a newline to nothing) are never served again.
 STOP_RULE = 2
+# Version of the scoring rule, part of every score key: version 1 read the transformers backend's
+# logits one position off after an empty prompt without a BOS token (SmolLM2's and Qwen3's passage
+# perplexities were in the tens of thousands), so its scores are never served again.
+SCORE_RULE = 2
 
 
 def generation_params(generator: Any, max_new_tokens: int, stop: Iterable[str]) -> dict[str, Any]:
@@ -218,7 +222,7 @@ class GenerationStore:
         self, generator: Any, pairs: Sequence[tuple[str, str]], batch_size: int, desc: str = ""
     ) -> list[list[float]]:
         """Per-token log-probabilities of each ``target`` after its rendered ``prompt``."""
-        params = scoring_params(generator)
+        params = scoring_params(generator, score_rule=SCORE_RULE)
         return self._calls(
             "score", generator, list(pairs), params,
             lambda batch: generator.score(batch),

@@ -168,25 +168,36 @@ class VLLMGenerator(Generator):
         return [cut_answer(r.outputs[0].text, stop) for r in results]
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
-        """Log-probability of each target token after its prompt, from vLLM's prompt log-probs.
+        """Log-probability of each target token after its prompt, from vLLM's prompt log-probs, with
+        the transformers backend's convention (``HFGenerator.score``).
 
         Each pair is one request of prompt ids + target ids (``scoring_sampling_kwargs``: the actual
         token's log-probability is always included) and one generated token, which is discarded.
+        vLLM's ``prompt_logprobs`` has one entry per prompt token, entry i holding the log-probability
+        of token i given tokens 0..i-1, and None for token 0, which nothing predicts: after an empty
+        prompt without a BOS token the first target token is not scored.
         """
         if not pairs:
             return []
         prompts = [self.encode(p) for p, _ in pairs]
         targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
+        sequences = [p + t for p, t in zip(prompts, targets)]
+        # vLLM rejects an empty prompt; a sequence of one token has nothing to score either.
+        asked = [i for i, ids in enumerate(sequences) if len(ids) > 1]
         params = self._vllm.SamplingParams(**scoring_sampling_kwargs(prompt_logprobs=1))
-        requests = [{"prompt_token_ids": p + t} for p, t in zip(prompts, targets)]
-        with _main_script_hidden():
-            results = self.llm.generate(requests, params, use_tqdm=False)
+        results = {}
+        if asked:
+            with _main_script_hidden():
+                done = self.llm.generate([{"prompt_token_ids": sequences[i]} for i in asked], params, use_tqdm=False)
+            results = dict(zip(asked, done))
         scores = []
-        for result, prompt, target in zip(results, prompts, targets):
-            logprobs = result.prompt_logprobs  # one entry per prompt token; None for the first
-            first = len(prompt) if prompt else 1
-            ids = prompt + target
-            scores.append([logprobs[i][ids[i]].logprob for i in range(first, len(ids))])
+        for i, (prompt, ids) in enumerate(zip(prompts, sequences)):
+            if i not in results:
+                scores.append([])
+                continue
+            logprobs = results[i].prompt_logprobs
+            first = max(len(prompt), 1)
+            scores.append([logprobs[j][ids[j]].logprob for j in range(first, len(ids))])
         return scores
 
     def close(self) -> None:

@@ -139,3 +139,23 @@ def render_judgment(prompts: Mapping, method: JudgmentMethod, generator, content
     if chat:
         return generator.render_chat(content)
     return "\n".join(m["content"] for m in content if m["role"] == "user") + f"\n{cue}"
+
+
+def full_answer(form: str, k: int) -> str:
+    """Every one of ``k`` candidates' identifiers as a listwise answer lists them: ``[1], [2], ...``
+    for a selection, ``[1] > [2] > ...`` for a ranking (the examples the prompts give)."""
+    separator = " > " if form == "rank" else ", "
+    return separator.join(f"[{i}]" for i in range(1, k + 1))
+
+
+def check_output_cap(generator, form: str, k: int, max_new_tokens: int, key: str) -> None:
+    """Raise ValueError when ``max_new_tokens`` cannot hold a listwise answer naming all ``k``
+    candidates in ``generator``'s tokens: such an output is cut off, does not parse, and would be
+    counted as a failure on every query where the model lists many passages. ``key`` is the config
+    key of the cap, for the message."""
+    needed = generator.count_tokens([full_answer(form, k)], special=False)[0]
+    if max_new_tokens < needed:
+        raise ValueError(
+            f"{key} is {max_new_tokens}, but listing all {k} candidates ({full_answer(form, min(k, 3))}, ...) "
+            f"takes {needed} tokens of {generator.slug}'s tokenizer: raise {key} to fit them and a sentence"
+        )

@@ -102,6 +102,9 @@ def judge_job(
         # Each method's calls are counted apart (the cost table's `method` column).
         for m in selection:
             limit = max_new_tokens["thinking" if m.thinking else m.form]
+            if m.form == "listwise":
+                k = max(map(len, pools.values()), default=0)
+                J.check_output_cap(gen, "listwise", k, limit, "judgments.thinking_max_new_tokens" if m.thinking else "judgments.listwise_max_new_tokens")
             with calls.section(m.name):
                 tables[f"judgments|{m.name}"] = _judge(m, dataset, judged, cands, passages, pseudo, wordings, gen, calls, spec, limit)
         for method in rankings:
@@ -209,6 +212,7 @@ def _model_ranking(method, dataset, q, pools, passages, pseudo, wordings, spec, 
             for qid, pool in pools.items()
         ]
         max_new = cfg["max_new_tokens"]
+        J.check_output_cap(gen, "rank", max(map(len, pools.values()), default=0), max_new, "rankings.max_new_tokens")
         gen.check_fits(texts, [f"dataset {dataset}, query {qid}, ranking {method}" for qid in pools], reserve=max_new)
         outs = calls.generate(gen, texts, max_new_tokens=max_new, stop=spec["stop"], batch_size=spec["batch_size"], desc=f"{gen.slug} {dataset} rank {method}")
         orders, parsed = {}, {}

@@ -60,13 +60,14 @@ def _resampling(intervals: Mapping[str, Any]) -> dict[str, Any]:
     return Resampling.from_config(intervals).kwargs()
 
 
-def _with_selection_intervals(scores, judgments, gold, intervals):
+def _with_selection_intervals(scores, judgments, gold, intervals, known=None):
     from ..report.judgments import selection_intervals
     from ..report.tables import join_intervals
 
     if not intervals:
         return scores
-    return join_intervals(scores, selection_intervals(judgments, gold, **_resampling(intervals)), ["dataset", "llm", "method"])
+    bounds = selection_intervals(judgments, gold, **_resampling(intervals), known=known)
+    return join_intervals(scores, bounds, ["dataset", "llm", "method"])
 
 
 def _with_known_split_intervals(split, answers, known, baseline, intervals):
@@ -134,7 +135,17 @@ def _read_known(known: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], p
     return {key: read_table(path).select("qid", "known") for key, path in known.items()}
 
 
-_SELECTION_VALUES = [("f1", "F1", "max"), ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed", "unparsed %", "")]
+# Each metric with the unparsed share of its own queries beside it (an unparsed output counts as a
+# failure in the metric; the share says how much of it is parsing).
+_SELECTION_VALUES = [
+    ("f1", "F1", "max"), ("unparsed_nonempty", "unparsed % (F1)", ""),
+    ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed_empty", "unparsed % (Acc)", ""),
+]
+_UNPARSED_NOTE = (
+    "An output that does not parse is a failure: it selects nothing (a miss for F1) and is never a "
+    "correct rejection (Acc); unparsed %: share of the metric's queries whose output (pointwise: one "
+    "of its outputs) did not parse."
+)
 
 
 def table2_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
@@ -148,7 +159,7 @@ def table2_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mappi
     write_grouped_table(
         scores, csv, md, tex, title="Table 2: utility-based selection (F1 / Accuracy, %)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
-        "Acc: share of empty-gold queries where nothing was selected; unparsed: share of queries whose output did not parse.",
+        "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
         group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
     )
 
@@ -198,7 +209,7 @@ def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "", 
     scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
     write_grouped_table(
         scores, csv, md, tex, title="Table 5: thinking in utility judgments (F1, %)",
-        note=note or "(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
+        note=(note or "(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.") + " " + _UNPARSED_NOTE,
         group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
     )
 
@@ -218,23 +229,30 @@ def table7_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mappin
 
 
 def table8_job(
-    *, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, note: str = ""
+    *, judgments, gold, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, note: str = ""
 ) -> None:
     """Table 8: listwise selection with pseudo-answer, without / with the known-rejection instruction:
-    precision, recall, F1, and the average number of passages selected on each side."""
+    precision, recall, F1 (non-empty gold), the average number of passages selected on unknown and
+    on known queries (the paper's caption; known: answered correctly with no passage), and, as extra
+    columns, on queries with a non-empty and an empty gold set, with Acc and the unparsed shares."""
     from ..report.judgments import selection_scores
     from ..report.tables import write_grouped_table
 
-    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
-    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
+    judged, gold_c, flags = _read_keyed(judgments), _read_keyed(gold), _read_known(known)
+    scores = _with_selection_intervals(selection_scores(judged, gold_c, flags), judged, gold_c, intervals, flags)
     write_grouped_table(
         scores, csv, md, tex, title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
-        note=note or "P/R/F1 over queries whose gold set is not empty; count: average passages selected on queries "
-        "whose gold set is not empty / empty; Acc: share of empty-gold queries where nothing was selected.",
+        note=note or "P/R/F1 over queries whose gold set is not empty; count (unknown / known): average passages "
+        "selected on the queries the LLM answers wrongly / correctly with no passage (the paper's split); "
+        "count (non-empty / empty gold): the same by gold set, an extra split (an unknown query that no single "
+        "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
+        + _UNPARSED_NOTE,
         group="dataset", index=["llm"], across="method",
-        values=[("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""),
-                ("avg_selected_nonempty", "count (gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
-                ("accuracy_empty", "Acc (empty gold)", "")],
+        values=[("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""), ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
+                ("avg_selected_unknown", "count (unknown)", ""), ("avg_selected_known", "count (known)", ""),
+                ("unparsed_unknown", "unparsed % (unknown)", ""), ("unparsed_known", "unparsed % (known)", ""),
+                ("avg_selected_nonempty", "count (non-empty gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
+                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", "")],
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 import polars as pl
 from matplotlib import colormaps
@@ -214,16 +215,22 @@ def plot_perplexity(
     """Figure 4: per dataset, top: mean perplexity of human passages in (G) and out of (H) each LLM's
     gold set, alone and after the query (``judgments.perplexity_summary``); bottom: correct answers
     (%) with the human passages on unknown and known queries (``judgments.known_split`` rows of the
-    ``human`` source)."""
+    ``human`` source).
+
+    Perplexities span orders of magnitude between LLMs (and between a model's good and bad reads),
+    so the top row has a log axis, shared by its panels, with bars rising from 1 (the perplexity of
+    a text predicted with certainty): a bar's height is the mean negative log-likelihood. Each row's
+    legend sits to the right of the panels, clear of the title and the tick labels."""
     s = resolve_style(style)
     datasets = ppl["dataset"].unique(maintain_order=True).to_list() or human["dataset"].unique(maintain_order=True).to_list()
     if not datasets:
         raise ValueError("nothing to plot")
     colors = s["bar_colors"]
     with matplotlib.rc_context({"font.size": s["font_size"]}):
-        width = s["figure_width"] or s["panel_width"] * len(datasets)
-        fig = Figure(figsize=(width, 2 * s["panel_height"]), layout="constrained")
-        axes = fig.subplots(2, len(datasets), squeeze=False)
+        width = s["figure_width"] or s["panel_width"] * len(datasets) + 1.6  # + the legends' column
+        fig = Figure(figsize=(width, 2 * s["panel_height"] + (0.3 if title else 0)), layout="constrained")
+        axes = fig.subplots(2, len(datasets), squeeze=False, sharey="row")
+        highest = ppl.select(pl.max_horizontal("ppl_passage", "ppl_query_passage").max()).item() if ppl.height else None
         for j, dataset in enumerate(datasets):
             top, bottom = axes[0][j], axes[1][j]
             part = ppl.filter(pl.col("dataset") == dataset)
@@ -237,12 +244,19 @@ def plot_perplexity(
                     (part.filter((pl.col("llm") == llm) & (pl.col("passages") == which))[column].to_list() or [None])[0]
                     for llm in llms
                 ]
-                heights = [np.nan if v is None else v for v in values]
-                top.bar(x - 0.4 + w * (b + 0.5), heights, w, label=label, color=colors[b % len(colors)],
-                        alpha=1.0 if which == "G" else 0.55, hatch="" if column == "ppl_passage" else "//")
-            top.set_xticks(x, [_label(s, n) for n in llms], rotation=25, ha="right", rotation_mode="anchor")
-            top.set_ylabel("perplexity")
+                heights = [np.nan if v is None else v - 1 for v in values]  # from 1 up to the value
+                top.bar(x - 0.4 + w * (b + 0.5), heights, w, bottom=1, label=label, color=colors[1] if which == "G" else colors[0],
+                        alpha=1.0 if which == "G" else 0.55, hatch="" if column == "ppl_passage" else "//", edgecolor="black", linewidth=0.3)
+            top.set_yscale("log")
+            if highest is not None and highest == highest and highest > 1:
+                top.set_ylim(1, highest * 2)
+                if highest * 2 <= 300:  # two decades or less: label 1, 2, 5, 10, 20, 50... as plain numbers
+                    top.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                    top.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                    top.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            top.set_xticks(x, [_label(s, n) for n in llms], rotation=30, ha="right", rotation_mode="anchor")
             top.set_title(_label(s, dataset))
+            top.grid(axis="y", which="major", linewidth=0.4, alpha=0.4)
             top.spines[["top", "right"]].set_visible(False)
             part_h = human.filter(pl.col("dataset") == dataset)
             llms_h = part_h["llm"].unique(maintain_order=True).to_list()
@@ -252,13 +266,18 @@ def plot_perplexity(
                 heights = [np.nan if v is None else v for v in values]
                 bar = bottom.bar(xh - 0.2 + 0.4 * b, heights, 0.4, label="Unk" if column == "unknown" else "Known",
                                  color=colors[b % len(colors)])
-                bottom.bar_label(bar, fmt="%.1f", padding=2, fontsize=s["font_size"] - 1)
-            bottom.set_xticks(xh, [_label(s, n) for n in llms_h], rotation=25, ha="right", rotation_mode="anchor")
-            bottom.set_ylabel("correct with human passages (%)")
+                # Whole percents once the bars get narrow, so neighbouring labels stay apart.
+                bottom.bar_label(bar, fmt="%.1f" if len(llms_h) <= 2 else "%.0f", padding=2, fontsize=s["font_size"] - 1)
+            bottom.set_xticks(xh, [_label(s, n) for n in llms_h], rotation=30, ha="right", rotation_mode="anchor")
             bottom.set_ylim(0, 115)
             bottom.spines[["top", "right"]].set_visible(False)
-        fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside upper center", ncols=4, frameon=False)
-        fig.legend(*axes[1][0].get_legend_handles_labels(), loc="outside lower center", ncols=2, frameon=False)
+        axes[0][0].set_ylabel("perplexity (log scale)")
+        axes[1][0].set_ylabel("correct with human passages (%)")
+        # Each row's legend right of its last panel: constrained layout makes room for it there,
+        # below the title (a figure legend at the top or the side would share the title's row).
+        for row in axes:
+            row[-1].legend(*row[0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                           borderaxespad=0.0, frameon=False)
         if title:
             fig.suptitle(title, fontsize=s["font_size"] + 2)
         save_figure(fig, png, pdf, s["dpi"])

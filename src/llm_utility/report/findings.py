@@ -41,7 +41,7 @@ import polars as pl
 
 from ..metrics import ranking_metrics_per_query, set_metrics_per_query
 from .analysis import HUMAN, TABLE1_CONTEXTS
-from .judgments import _gold_of, _selected_of
+from .judgments import _gold_of, _selected_of, _unparsed_of
 from .bootstrap import (
     Effect,
     f1_of_means,
@@ -574,12 +574,13 @@ def listwise_beats_pointwise(inputs: FindingInputs, rs: Resampling) -> dict[str,
 
 def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
     """On its known queries (nothing can help, the gold set is empty) an LLM still selects passages:
-    the share of judged known queries where a method selected at least one, tested against 50%."""
+    the share of judged known queries where a method did not reject all passages (selected at least
+    one, or gave an output that did not parse, which is never a rejection), tested against 50%."""
     claim = Claim(
         id="known_overselection",
         claim="LLMs fail to reject all passages on known queries: most judged known queries get passages selected",
         source="Table 2 (Acc on empty gold) and Table 8 (tables/table2_selection, table8_known_rejection)",
-        unit="% of judged known queries where the method selected at least one passage",
+        unit="% of judged known queries where the method did not reject all passages (selected one or more, or its output did not parse)",
         null=50.0,
     )
     cells, units = [], []
@@ -588,9 +589,10 @@ def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]
         if known is None:
             continue
         qids, selected = _selected_of(table)
+        unparsed = _unparsed_of(table)
         known_q = _known_qids(known, True)
         chosen = [q for q in qids if q in known_q]
-        values = np.array([100.0 * bool(selected[q]) for q in chosen], float)
+        values = np.array([100.0 * (bool(selected[q]) or q in unparsed) for q in chosen], float)
         effect = mean_interval(values, **rs.kwargs())
         cells.append(_cell({"dataset": dataset, "llm": llm, "method": method}, effect, claim))
         units.append(pl.DataFrame({"dataset": dataset, "qid": chosen, "d": values}, schema_overrides={"qid": pl.String, "d": pl.Float64}))

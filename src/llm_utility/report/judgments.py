@@ -27,29 +27,60 @@ def _gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:
     return out
 
 
-def selection_scores(judgments: Keyed, gold_C: Keyed) -> pl.DataFrame:
+def selection_scores(judgments: Keyed, gold_C: Keyed, known: Keyed | None = None) -> pl.DataFrame:
     """Table 2 (and 5, 8) in tidy form: one row per (dataset, llm, method) with ``metrics.set_metrics``'
-    keys (in percent where a share) and the share of queries whose output did not parse."""
+    keys (in percent where a share) and ``unparsed``, the share of queries whose output (a pointwise
+    method: one of its outputs) did not parse. An unparsed output is a failure: it selects nothing
+    (a miss for precision and recall) and is never a correct rejection (Acc), and the unparsed share
+    of each metric's queries stands beside it (``unparsed_nonempty``, ``unparsed_empty``).
+
+    With ``known`` ((dataset, llm) -> qid, known), the paper's Table 8 split too: ``n_unknown``,
+    ``n_known``, the average number of passages selected on each (``avg_selected_unknown``,
+    ``avg_selected_known``) and the unparsed share of each (``unparsed_unknown``, ``unparsed_known``).
+    """
     rows = []
     for (dataset, llm, method), table in judgments.items():
-        qids = table["qid"].unique(maintain_order=True).to_list()
-        selected = {
-            qid: set(g["pid"].to_list())
-            for (qid,), g in table.filter(pl.col("selected")).group_by("qid", maintain_order=True)
+        qids, selected = _selected_of(table)
+        unparsed = _unparsed_of(table)
+        m = set_metrics(selected, _gold_of(gold_C[(dataset, llm)], qids), unparsed)
+        row = {
+            "dataset": dataset,
+            "llm": llm,
+            "method": method,
+            **{k: 100 * m[k] for k in ("precision", "recall", "f1", "f1_per_query", "accuracy_empty")},
+            **{k: m[k] for k in ("n_nonempty", "n_empty", "avg_selected_nonempty", "avg_selected_empty")},
+            "unparsed": 100 * len(unparsed) / len(qids) if qids else float("nan"),
+            "unparsed_nonempty": 100 * m["unparsed_nonempty"],
+            "unparsed_empty": 100 * m["unparsed_empty"],
         }
-        m = set_metrics(selected, _gold_of(gold_C[(dataset, llm)], qids))
-        unparsed = table.group_by("qid").agg(pl.col("parsed").all())["parsed"].not_().mean()
-        rows.append(
-            {
-                "dataset": dataset,
-                "llm": llm,
-                "method": method,
-                **{k: 100 * m[k] for k in ("precision", "recall", "f1", "f1_per_query", "accuracy_empty")},
-                **{k: m[k] for k in ("n_nonempty", "n_empty", "avg_selected_nonempty", "avg_selected_empty")},
-                "unparsed": 100 * float(unparsed or 0.0),
-            }
-        )
-    return pl.DataFrame(rows, schema=_SELECTION_SCHEMA, orient="row") if rows else pl.DataFrame(schema=_SELECTION_SCHEMA)
+        if known is not None:
+            flags = _known_of(known[(dataset, llm)], qids)
+            for side, flag in (("unknown", False), ("known", True)):
+                side_q = [q for q in qids if flags[q] == flag]
+                row[f"n_{side}"] = len(side_q)
+                row[f"avg_selected_{side}"] = _mean([len(selected[q]) for q in side_q])
+                row[f"unparsed_{side}"] = 100 * _mean([float(q in unparsed) for q in side_q])
+        rows.append(row)
+    schema = _SELECTION_SCHEMA | (_KNOWN_SPLIT_SCHEMA if known is not None else {})
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _unparsed_of(table: pl.DataFrame) -> set[str]:
+    """The qids of a judgments table with an output that did not parse."""
+    return set(table.filter(~pl.col("parsed"))["qid"].to_list())
+
+
+def _known_of(known: pl.DataFrame, qids: Sequence[str]) -> dict[str, bool]:
+    """qid -> known flag for exactly ``qids``; a judged query without a flag is an error."""
+    flags = dict(known.select("qid", "known").iter_rows())
+    missing = [q for q in qids if q not in flags]
+    if missing:
+        raise ValueError(f"no known flag for {len(missing)} judged queries (e.g. {missing[:3]}): known.parquet must cover every query")
+    return {q: bool(flags[q]) for q in qids}
 
 
 _SELECTION_SCHEMA = {
@@ -66,6 +97,16 @@ _SELECTION_SCHEMA = {
     "avg_selected_nonempty": pl.Float64,
     "avg_selected_empty": pl.Float64,
     "unparsed": pl.Float64,
+    "unparsed_nonempty": pl.Float64,
+    "unparsed_empty": pl.Float64,
+}
+_KNOWN_SPLIT_SCHEMA = {
+    "n_unknown": pl.Int64,
+    "n_known": pl.Int64,
+    "avg_selected_unknown": pl.Float64,
+    "avg_selected_known": pl.Float64,
+    "unparsed_unknown": pl.Float64,
+    "unparsed_known": pl.Float64,
 }
 
 
@@ -172,10 +213,13 @@ def _bounds(name: str, effect) -> dict[str, float | None]:
     return {f"{name}_lo": finite(effect.lo), f"{name}_hi": finite(effect.hi)}
 
 
-def selection_intervals(judgments: Keyed, gold_C: Keyed, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+def selection_intervals(
+    judgments: Keyed, gold_C: Keyed, n_resamples: int, seed: int, confidence: float = 0.95, known: Keyed | None = None
+) -> pl.DataFrame:
     """Intervals of ``selection_scores``' values (Tables 2, 5, 8): precision, recall, f1 (the F1 of the
-    averaged P and R recomputed on resampled queries), f1_per_query, accuracy_empty (percent) and
-    avg_selected_nonempty / avg_selected_empty (passages). Keys: dataset, llm, method."""
+    averaged P and R recomputed on resampled queries), f1_per_query, accuracy_empty (percent, an
+    unparsed output a failure) and avg_selected_nonempty / avg_selected_empty (passages); with
+    ``known``, avg_selected_unknown / avg_selected_known too. Keys: dataset, llm, method."""
     from ..metrics import set_metrics_per_query
     from .bootstrap import f1_of_means, mean_interval, statistic_interval
 
@@ -183,25 +227,30 @@ def selection_intervals(judgments: Keyed, gold_C: Keyed, n_resamples: int, seed:
     rows = []
     for (dataset, llm, method), table in judgments.items():
         qids, selected = _selected_of(table)
-        per_query = set_metrics_per_query(selected, _gold_of(gold_C[(dataset, llm)], qids))
+        per_query = set_metrics_per_query(selected, _gold_of(gold_C[(dataset, llm)], qids), _unparsed_of(table))
         nonempty = per_query.filter(pl.col("n_gold") > 0)
         empty = per_query.filter(pl.col("n_gold") == 0)
         p, r = (100 * nonempty[c].to_numpy().astype(float) for c in ("precision", "recall"))
-        rows.append(
-            {
-                "dataset": dataset,
-                "llm": llm,
-                "method": method,
-                **_bounds("precision", mean_interval(p, **rs)),
-                **_bounds("recall", mean_interval(r, **rs)),
-                **_bounds("f1", statistic_interval((p, r), f1_of_means, **rs)),
-                **_bounds("f1_per_query", mean_interval(100 * nonempty["f1"].to_numpy().astype(float), **rs)),
-                **_bounds("accuracy_empty", mean_interval(100 * empty["correct_empty"].to_numpy().astype(float), **rs)),
-                **_bounds("avg_selected_nonempty", mean_interval(nonempty["n_selected"].to_numpy().astype(float), **rs)),
-                **_bounds("avg_selected_empty", mean_interval(empty["n_selected"].to_numpy().astype(float), **rs)),
-            }
-        )
+        row = {
+            "dataset": dataset,
+            "llm": llm,
+            "method": method,
+            **_bounds("precision", mean_interval(p, **rs)),
+            **_bounds("recall", mean_interval(r, **rs)),
+            **_bounds("f1", statistic_interval((p, r), f1_of_means, **rs)),
+            **_bounds("f1_per_query", mean_interval(100 * nonempty["f1"].to_numpy().astype(float), **rs)),
+            **_bounds("accuracy_empty", mean_interval(100 * empty["correct_empty"].to_numpy().astype(float), **rs)),
+            **_bounds("avg_selected_nonempty", mean_interval(nonempty["n_selected"].to_numpy().astype(float), **rs)),
+            **_bounds("avg_selected_empty", mean_interval(empty["n_selected"].to_numpy().astype(float), **rs)),
+        }
+        if known is not None:
+            flags = _known_of(known[(dataset, llm)], qids)
+            for side, flag in (("unknown", False), ("known", True)):
+                counts = [float(len(selected[q])) for q in qids if flags[q] == flag]
+                row |= _bounds(f"avg_selected_{side}", mean_interval(counts, **rs))
+        rows.append(row)
     columns = ["precision", "recall", "f1", "f1_per_query", "accuracy_empty", "avg_selected_nonempty", "avg_selected_empty"]
+    columns += ["avg_selected_unknown", "avg_selected_known"] if known is not None else []
     schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {f"{c}_{b}": pl.Float64 for c in columns for b in ("lo", "hi")}
     return pl.DataFrame(rows, schema=schema)
 
