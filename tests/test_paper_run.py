@@ -213,3 +213,26 @@ def test_the_vllm_environment_and_the_image_have_a_c_compiler():
     dockerfile = (REPO / "containers" / "Dockerfile").read_text()
     installs = re.findall(r"apt-get install[^\n]*?((?:\S+ ?)+)(?:\\\n|\n)", dockerfile)
     assert any("gcc" in line.split() for line in installs), installs
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_the_memory_table_counts_parameters_as_the_models_have_them(family):
+    """benchmarks/gpu_memory.py's parameter count from a config, against a model built from that config."""
+    import sys
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from gpu_memory import kv_bytes_per_token, parameters
+
+    shape = {"vocab_size": 320, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "tie_word_embeddings": False}
+    config_class, model_class = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[family]
+    model = model_class(config_class(**shape))
+    assert parameters({**shape, "qk_norm": family == "qwen3"}) == sum(p.numel() for p in model.parameters())
+    # One token's K and V, every layer, in bf16: what a DynamicCache holds for it.
+    with torch.inference_mode():
+        cache = model.to(torch.bfloat16)(torch.tensor([[1, 2, 3, 4, 5]]), use_cache=True).past_key_values
+    held = sum(layer.keys.numel() * 2 + layer.values.numel() * 2 for layer in cache.layers)
+    assert kv_bytes_per_token(shape) * 5 == held
