@@ -96,6 +96,8 @@ def test_the_paper_index_is_built_in_faiss_gpu_and_the_demo_s_in_faiss_cpu(paper
     # Encoding and retrieval of BGE-M3 run in FlagEmbedding's environment, which has faiss-gpu too.
     assert envs["retrieve"] == envs["encode_corpus_shard"] == {"encode-flagembedding.yaml"}
     assert "faiss-gpu" in _conda_packages("encode-flagembedding.yaml")
+    # What the container image creates for the paper run (containers/Dockerfile says so).
+    assert set().union(*envs.values()) - {None} == {"llm-vllm.yaml", "encode-flagembedding.yaml", "index-gpu.yaml", "base.yaml"}
     # conda-forge's faiss-gpu solves on a machine without a driver only with CONDA_OVERRIDE_CUDA,
     # which loading the paper workflow filled in.
     assert paper.cuda_override == "12.8"
