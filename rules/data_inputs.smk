@@ -59,6 +59,11 @@ def _check_data_config():
                 raise ValueError(
                     f"{where}: a Wikipedia dataset needs a Wikipedia corpus (kilt, dpr or local)"
                 )
+        if (ds.get("ranking_queries") is None) != (ds.get("ranking_qrels") is None):
+            raise ValueError(
+                f"{where}: ranking_queries and ranking_qrels go together (the passage-ranking "
+                "queries and their qrels)"
+            )
         if ds["source"] == "msmarco-qa" and ds.get("extractor") not in config["llms"]:
             raise ValueError(
                 f"{where}.extractor = {ds.get('extractor')!r} must name an entry of llms"
