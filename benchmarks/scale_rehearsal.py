@@ -3,7 +3,8 @@
 For each corpus size (default 10k, 100k and 1M passages) it runs, each stage in a fresh process so
 that its peak memory (max RSS) is its own:
 
-  data       prepare_corpus on a DPR-style TSV (the workflow's loader) and the atomic Parquet write;
+  data       prepare_corpus on a DPR-style TSV (the rule's job: the streaming loader, chunk by chunk,
+             and the atomic Parquet write);
   index      build_index over embedding shards (memory-mapped .npy, as encode_corpus_shard writes);
   retrieve   search of the queries' embeddings, the run table (qid, pid, rank, score) with pids
              from passages.parquet, and its Parquet write, as retrieve_job does after encoding.
@@ -106,12 +107,15 @@ def query_embeddings(shards: list[Path], n_queries: int, seed: int = 1) -> tuple
 
 
 def stage_data(work: Path, _args: argparse.Namespace) -> dict:
-    from llm_utility.data.sources import prepare_corpus
-    from llm_utility.io import write_parquet
+    """What rule prepare_corpus runs for a DPR-style TSV: the streaming loader and its Parquet writer."""
+    from llm_utility.data.jobs import prepare_corpus_job
 
-    passages = prepare_corpus("rehearsal", {"source": "local", "path": str(work / "corpus.tsv")}, seed=0)
-    write_parquet(passages, work / "passages.parquet")
-    return {"rows": passages.height}
+    tsv = work / "corpus.tsv"
+    n = prepare_corpus_job(
+        name="rehearsal", cfg={"source": "local", "path": str(tsv)}, inputs={"file": str(tsv)},
+        output=str(work / "passages.parquet"), seed=0,
+    )
+    return {"rows": n}
 
 
 def stage_index(work: Path, args: argparse.Namespace) -> dict:
@@ -142,7 +146,7 @@ def stage_baseline(_work: Path, _args: argparse.Namespace) -> dict:
     import faiss  # noqa: F401
     import polars  # noqa: F401
 
-    import llm_utility.data.sources  # noqa: F401
+    import llm_utility.data.jobs  # noqa: F401
     import llm_utility.retrieval.index  # noqa: F401
 
     return {}

@@ -18,6 +18,9 @@ if DOWNLOADS:
         wildcard_constraints:
             download=_alternatives_or_none(DOWNLOADS),
         retries: 1
+        # On the machine that runs Snakemake, like the materialize rules: cluster compute nodes
+        # often have no network.
+        localrule: True
         conda:
             "../envs/base.yaml"
         resources:

@@ -59,6 +59,11 @@ def _check_data_config():
                 raise ValueError(
                     f"{where}: a Wikipedia dataset needs a Wikipedia corpus (kilt, dpr or local)"
                 )
+        if (ds.get("ranking_queries") is None) != (ds.get("ranking_qrels") is None):
+            raise ValueError(
+                f"{where}: ranking_queries and ranking_qrels go together (the passage-ranking "
+                "queries and their qrels)"
+            )
         if ds["source"] == "msmarco-qa" and ds.get("extractor") not in config["llms"]:
             raise ValueError(
                 f"{where}.extractor = {ds.get('extractor')!r} must name an entry of llms"
@@ -104,10 +109,10 @@ def corpus_inputs(wildcards):
 
 
 def dataset_files(wildcards):
-    """The benchmark files a dataset's loader reads (file, and questions/aliases when configured)."""
+    """The benchmark files a dataset's loader reads (file, and questions/aliases/qrels when configured)."""
     return {
         key: data_file("datasets", wildcards.dataset, key)
-        for key in ("file", "questions", "aliases")
+        for key in ("file", "questions", "aliases", "ranking_queries", "ranking_qrels")
         if ("datasets", wildcards.dataset, key) in DATA_FILES
     }
 
@@ -116,7 +121,8 @@ def mapping_rule(dataset):
     ds = config["datasets"][dataset]
     corpus = config["corpora"][ds["corpus"]]
     if ds["source"] == "msmarco-qa":
-        return "text"
+        # Passage-ranking qrels name collection passages; QnA's selected passages only have texts.
+        return "pid" if ds.get("ranking_qrels") else "text"
     if ds["source"] == "kilt" and corpus["source"] == "kilt":
         return "span"
     return "title-text"

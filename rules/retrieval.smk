@@ -1,6 +1,13 @@
 # Stages 2-3, index and retrieve: corpus embeddings in memory-mapped shards (one job each, GPU-tagged
 # at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset.
 
+# conda-forge's faiss-gpu (envs/index-gpu.yaml, envs/encode-flagembedding.yaml) needs the __cuda
+# virtual package, which conda reads from the GPU driver. Where Snakemake creates environments on a
+# machine without one (a SLURM login node), CONDA_OVERRIDE_CUDA stands in for the driver
+# (conda-forge.org/docs/user/cuda); this fills it in only when unset, so set it to your nodes' CUDA.
+if any(r["gpu"] for r in config["retrievers"].values()):
+    os.environ.setdefault("CONDA_OVERRIDE_CUDA", "12.8")
+
 
 # The encoder's weights, fetched once into resources/retrievers/{retriever}/ (or
 # <models_dir>/retrievers/{retriever}) at the pinned revision
@@ -63,8 +70,13 @@ rule build_index:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
+    # FAISS's GPU build where the retriever has GPUs (the job then insists on them), else the CPU one.
     conda:
-        "../envs/encode.yaml"
+        lambda wc: (
+            "../envs/index-gpu.yaml"
+            if retriever_cfg(wc)["gpu"]
+            else "../envs/encode.yaml"
+        )
     threads: 16
     resources:
         gpu=lambda wc: retriever_cfg(wc)["gpu"],

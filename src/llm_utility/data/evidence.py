@@ -2,8 +2,9 @@
 
 ``SOURCE_QUERIES_SCHEMA``: qid, question, answers (for MS MARCO: its long answers, before extraction),
 task. ``EVIDENCE_SCHEMA``: one row per distinct human annotation of a query (a KILT provenance span, a
-2Wiki supporting sentence, an MS MARCO selected passage), with whatever locates it: a Wikipedia page
-id and paragraph/character span (KILT), a title and a text (2Wiki), a text (MS MARCO). ``ref`` names
+2Wiki supporting sentence, an MS MARCO selected passage or qrel), with whatever locates it: a Wikipedia
+page id and paragraph/character span (KILT), a title and a text (2Wiki), a text (MS MARCO QnA), or the
+corpus passage id itself (MS MARCO passage-ranking qrels). ``ref`` names
 the annotation inside its query (``o0p1`` = output 0, provenance 1) so coverage reports can point
 at it.
 """
@@ -28,6 +29,7 @@ EVIDENCE_SCHEMA = {
     "end_paragraph": pl.Int32,
     "end_char": pl.Int32,
     "text": pl.String,
+    "pid": pl.String,
 }
 EVIDENCE_FIELDS = tuple(EVIDENCE_SCHEMA)
 

@@ -32,6 +32,7 @@ WHERE_TO_GET = {
     "triviaqa-questions": "TriviaQA's triviaqa-rc.tar.gz, member qa/wikipedia-dev.json (http://nlp.cs.washington.edu/triviaqa)",
     "2wiki": "the 2WikiMultihopQA release, https://github.com/Alab-NII/2wikimultihop (data_ids_april7.zip, member dev.json)",
     "msmarco-qa": "MS MARCO QnA v2.1, https://microsoft.github.io/msmarco/ (dev_v2.1.json.gz)",
+    "msmarco-ranking": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collectionandqueries.tar.gz, members queries.dev.small.tsv and qrels.dev.small.tsv)",
     "msmarco": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collection.tar.gz, member collection.tsv)",
     "dpr": "DPR's Wikipedia split, https://github.com/facebookresearch/DPR (psgs_w100.tsv.gz)",
     "local": "your own data (docs/data.md, 'Bring your own data')",
@@ -49,7 +50,7 @@ DATASET_FILES = {
     "local": {"queries": "local"},
     "kilt": {"file": "kilt", "questions": "triviaqa-questions", "knowledge_source": "kilt-knowledge-source"},
     "2wiki": {"file": "2wiki", "aliases": "2wiki"},
-    "msmarco-qa": {"file": "msmarco-qa"},
+    "msmarco-qa": {"file": "msmarco-qa", "ranking_queries": "msmarco-ranking", "ranking_qrels": "msmarco-ranking"},
 }
 
 

@@ -130,6 +130,12 @@ def load_queries_job(
     elif source == "2wiki":
         aliases = twowiki.load_aliases(inputs["aliases"], member_of(cfg, "aliases")) if "aliases" in inputs else None
         queries, evidence = twowiki.load_2wiki_queries(inputs["file"], member=member_of(cfg, "file"), aliases=aliases, limit=limit)
+    elif source == "msmarco-qa" and "ranking_qrels" in inputs:
+        queries, evidence, dropped = msmarco.load_msmarco_ranking_queries(
+            inputs["file"], inputs["ranking_queries"], inputs["ranking_qrels"], query_types=cfg["query_types"],
+            qna_member=member_of(cfg, "file"), queries_member=member_of(cfg, "ranking_queries"),
+            qrels_member=member_of(cfg, "ranking_qrels"), limit=limit,
+        )
     elif source == "msmarco-qa":
         queries, evidence, dropped = msmarco.load_msmarco_queries(
             inputs["file"], query_types=cfg["query_types"], member=member_of(cfg, "file"), limit=limit
@@ -185,7 +191,7 @@ def map_human_passages_job(
     coverage_out: str,
     log=_log,
 ) -> dict:
-    """Rule map_human_passages: annotations -> corpus pids (rule ``span``, ``title-text`` or ``text``) + coverage."""
+    """Rule map_human_passages: annotations -> corpus pids (rule ``span``, ``title-text``, ``text`` or ``pid``) + coverage."""
     ev = read_table(evidence, EVIDENCE_SCHEMA)
     if rule == "span":
         human, unmapped = mapping.map_by_span(ev, spans)
@@ -196,6 +202,8 @@ def map_human_passages_job(
         human, unmapped = mapping.map_by_title_text(ev, passages)
     elif rule == "text":
         human, unmapped = mapping.map_by_text(ev, passages)
+    elif rule == "pid":
+        human, unmapped = mapping.map_by_pid(ev, passages)
     else:
         raise ValueError(f"unknown mapping rule {rule!r}")
     q = read_table(queries, SOURCE_QUERIES_SCHEMA)

@@ -1,6 +1,6 @@
 """Human annotations mapped onto corpus passages, and the coverage report that accounts for each one.
 
-Three documented rules, chosen by the corpus (docs/data.md, "Human passages"):
+Four documented rules, chosen by the corpus and the annotations (docs/data.md, "Human passages"):
 
 - ``span`` (a KILT-derived corpus, which has ``spans.parquet``): a KILT provenance maps to every passage
   of the same page (``wikipedia_id``) whose span overlaps the provenance span, comparing positions as
@@ -13,6 +13,8 @@ Three documented rules, chosen by the corpus (docs/data.md, "Human passages"):
   knowledge source page (``kilt.span_text``); 2Wiki supporting facts carry theirs.
 - ``text`` (MS MARCO's collection): a selected passage maps to the collection passages whose text is
   equal after collapsing whitespace.
+- ``pid`` (MS MARCO's collection, passage-ranking qrels): a qrel names its collection passage; it maps
+  to that passage when the corpus holds it.
 
 Every annotation is either mapped or counted as unmapped with a reason; ``coverage_report`` writes
 those counts, so no human passage is lost silently.
@@ -41,6 +43,7 @@ NO_TEXT = "no evidence text"
 TITLE_NOT_IN_CORPUS = "title not in corpus"
 TEXT_NOT_UNDER_TITLE = "text not found in the passages of that title"
 TEXT_NOT_IN_CORPUS = "text not in corpus"
+PID_NOT_IN_CORPUS = "passage id not in corpus"
 
 
 def _result(mapped: list[tuple], unmapped: list[tuple]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -149,6 +152,19 @@ def map_by_text(evidence: pl.DataFrame, passages_path: str) -> tuple[pl.DataFram
     mapped = list(hits.select("qid", "ref", "pid").iter_rows())
     missing = need.join(found, on="norm", how="anti")
     unmapped = [(q, r, NO_TEXT if not n else TEXT_NOT_IN_CORPUS) for q, r, n in missing.iter_rows()]
+    return _result(mapped, unmapped)
+
+
+def map_by_pid(evidence: pl.DataFrame, passages_path: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rule ``pid``: qrels onto the collection they were judged in (one scan of the pid column)."""
+    wanted = evidence["pid"].drop_nulls().unique().to_list()
+    present = set(pl.scan_parquet(passages_path).select("pid").filter(pl.col("pid").is_in(wanted)).collect()["pid"].to_list())
+    mapped, unmapped = [], []
+    for qid, ref, pid in evidence.select("qid", "ref", "pid").iter_rows():
+        if pid in present:
+            mapped.append((qid, ref, pid))
+        else:
+            unmapped.append((qid, ref, PID_NOT_IN_CORPUS))
     return _result(mapped, unmapped)
 
 

@@ -212,32 +212,27 @@ class HFGenerator(Generator):
         prompt_ids, spans = self._token_spans(request.prompt, request.spans)
         answer_ids = self.tokenizer(request.answer, add_special_tokens=False)["input_ids"]
         ids = prompt_ids + answer_ids[:-1]
-        rows = torch.arange(len(prompt_ids) - 1, len(ids), device=model.device)
-        masks = torch.zeros(len(ids), len(spans), dtype=torch.float32, device=model.device)
-        for j, (lo, hi) in enumerate(spans):
-            masks[lo:hi, j] = 1.0
-        per_layer: list[torch.Tensor] = []
-
-        def capture(_module, _args, output):
-            weights = output[1]  # (batch, heads, queries, keys): eager attention returns them
-            if weights is None:
-                raise RuntimeError("attention weights are not returned: the model must run with eager attention")
-            # alpha_t(d_i) per head: the answer rows' weights summed over each passage's tokens.
-            per_layer.append((weights[0, :, rows, :].float() @ masks).mean(0))  # (steps, passages), head mean
-
+        mass = _PassageMass(
+            rows=torch.arange(len(prompt_ids) - 1, len(ids)),
+            masks=_span_masks(len(ids), spans),
+        )
         layers = [m for name, m in model.named_modules() if name.endswith("self_attn")]
         if not layers:
             raise RuntimeError(f"{self.slug}: no self_attn modules found to read attention from")
         previous = model.config._attn_implementation
         model.set_attn_implementation("eager")
-        handles = [m.register_forward_hook(capture) for m in layers]
+        handles = [m.register_forward_hook(mass) for m in layers]
         try:
-            model(input_ids=torch.tensor([ids], device=model.device))
+            # With device_map="auto" the layers sit on several devices: the ids go to the embedding's.
+            device = model.get_input_embeddings().weight.device
+            model(input_ids=torch.tensor([ids]).to(device), use_cache=False)
         finally:
             for h in handles:
                 h.remove()
             model.set_attn_implementation(previous)
-        alpha = torch.stack(per_layer).mean(0)  # layer mean: (steps, passages)
+        if mass.layers != len(layers):
+            raise RuntimeError(f"{self.slug}: attention read from {mass.layers} of {len(layers)} layers")
+        alpha = mass.total / mass.layers  # layer mean: (steps, passages), on the CPU
         utility = alpha.mean(0)  # Eq. 6: the average over decoding steps
         total = float(utility.sum())
         return [float(u) / total if total > 0 else 0.0 for u in utility]
@@ -265,3 +260,42 @@ class HFGenerator(Generator):
         self.__dict__.pop("model", None)
         if self._cuda:
             torch.cuda.empty_cache()
+
+
+def _span_masks(n_tokens: int, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """(tokens, passages) float32: 1 where token t lies in passage j's token range."""
+    masks = torch.zeros(n_tokens, len(spans), dtype=torch.float32)
+    for j, (lo, hi) in enumerate(spans):
+        masks[lo:hi, j] = 1.0
+    return masks
+
+
+class _PassageMass:
+    """Forward hook of every attention layer: the attention mass that the decoding steps' rows put
+    on each passage, mean over heads, summed over layers (``total``, on the CPU).
+
+    With ``device_map="auto"`` the layers of a large model sit on several GPUs and each layer's
+    attention weights on its own one, so the row indices and passage masks are copied to each
+    device once, when a layer there first calls; only the small (steps, passages) result moves.
+    """
+
+    def __init__(self, rows: torch.Tensor, masks: torch.Tensor) -> None:
+        self._rows, self._masks = rows, masks  # on the CPU
+        self._on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.total: torch.Tensor | None = None
+        self.layers = 0
+
+    def _local(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        if device not in self._on_device:
+            self._on_device[device] = (self._rows.to(device), self._masks.to(device))
+        return self._on_device[device]
+
+    def __call__(self, _module: Any, _args: Any, output: Any) -> None:
+        weights = output[1]  # (batch, heads, queries, keys): eager attention returns them
+        if weights is None:
+            raise RuntimeError("attention weights are not returned: the model must run with eager attention")
+        rows, masks = self._local(weights.device)
+        # alpha_t(d_i) per head: the answer rows' weights summed over each passage's tokens.
+        mass = (weights[0, :, rows, :].float() @ masks).mean(0).to("cpu")  # (steps, passages), head mean
+        self.total = mass if self.total is None else self.total + mass
+        self.layers += 1

@@ -6,16 +6,19 @@ functions: the FlagEmbedding test environment imports this package without it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 import time
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from llm_utility.io import RUN_SCHEMA, atomic_path, conform
+from llm_utility.io import RUN_SCHEMA, atomic_path, conform, write_text
 
 if TYPE_CHECKING:
     import faiss
@@ -125,12 +128,6 @@ def _sample_rows(shards: list[_Shard], size: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts))
 
 
-def _chunks(shards: list[_Shard]) -> Iterator[np.ndarray]:
-    for shard in shards:
-        for i in range(0, len(shard), ADD_CHUNK):
-            yield shard.rows(i, min(i + ADD_CHUNK, len(shard)))
-
-
 def _centroids(index: faiss.Index) -> int:
     """The most k-means centroids training ``index`` computes: IVF lists, or PQ codebook entries."""
     import faiss
@@ -206,16 +203,17 @@ def _coarse_assigner(index: faiss.Index, use_gpu: bool | None) -> tuple[Any, Any
         return None
 
 
-def _add_chunk(index: faiss.Index, chunk: np.ndarray, assigner: tuple[Any, Any] | None) -> None:
+def _add_chunk(index: faiss.Index, chunk: np.ndarray, ids: np.ndarray, assigner: tuple[Any, Any] | None) -> None:
+    """Add ``chunk`` under the row ids ``ids`` (its rows in the concatenated shards)."""
     import faiss
 
     if assigner is None:
-        index.add(chunk)
+        index.add_with_ids(chunk, ids)
         return
     ivf, quantizer = assigner
     _, lists = quantizer.search(chunk, 1)
     lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
-    ivf.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(lists))
+    ivf.add_core(len(chunk), faiss.swig_ptr(chunk), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
 
 
 def _fill_flat(flat: faiss.IndexFlat, shards: list[_Shard], n: int) -> None:
@@ -231,10 +229,121 @@ def _fill_flat(flat: faiss.IndexFlat, shards: list[_Shard], n: int) -> None:
     flat.codes.resize(size)
     storage = faiss.rev_swig_ptr(flat.codes.data(), size).view(np.float32).reshape(n, flat.d)
     done = 0
-    for chunk in _chunks(shards):
-        storage[done : done + len(chunk)] = chunk
-        done += len(chunk)
+    for shard in shards:
+        for chunk in _shard_chunks(shard):
+            storage[done : done + len(chunk)] = chunk
+            done += len(chunk)
     flat.ntotal = done
+
+
+def _shard_chunks(shard: _Shard) -> Iterator[np.ndarray]:
+    for i in range(0, len(shard), ADD_CHUNK):
+        yield shard.rows(i, min(i + ADD_CHUNK, len(shard)))
+
+
+class _Checkpoints:
+    """The resumable state of one build, in a hidden folder beside the index: the trained (empty)
+    index, then one part per shard (the trained index holding that shard's vectors), each written
+    atomically, so a build killed at any point (a scheduler's time limit) resumes after the last
+    complete step. ``inputs.json`` records what the state was built from (factory, training
+    settings, each shard's size and mtime): a folder left by other inputs is discarded, not reused.
+    The folder is created only when the first checkpoint is written and removed once the index is.
+    """
+
+    def __init__(self, out_path: str | os.PathLike, inputs: dict[str, Any]) -> None:
+        out_path = Path(out_path)
+        self.dir = out_path.with_name(f".{out_path.name}.partial")
+        self.inputs = inputs
+        recorded = self.dir / "inputs.json"
+        if self.dir.is_dir() and (not recorded.is_file() or json.loads(recorded.read_text()) != inputs):
+            log.info("discarding %s: it was built from other inputs", self.dir)
+            shutil.rmtree(self.dir)
+
+    def _path(self, name: str) -> Path:
+        return self.dir / name
+
+    def has(self, name: str) -> bool:
+        return self._path(name).is_file()
+
+    def load(self, name: str) -> faiss.Index | None:
+        import faiss
+
+        return faiss.read_index(str(self._path(name))) if self.has(name) else None
+
+    def save(self, name: str, index: faiss.Index) -> None:
+        import faiss
+
+        if not self.dir.is_dir():
+            self.dir.mkdir(parents=True)
+            write_text(json.dumps(self.inputs, indent=1), self._path("inputs.json"))
+        with atomic_path(self._path(name)) as tmp:
+            faiss.write_index(index, str(tmp))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _inputs_record(shards: list[_Shard], index_factory: str, train_sample: int | None, seed: int) -> dict[str, Any]:
+    files = []
+    for shard in shards:
+        stat = os.stat(shard.path)
+        files.append({"path": os.path.abspath(shard.path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+    return {"index_factory": index_factory, "train_sample": train_sample, "seed": seed, "shards": files}
+
+
+def _trained(
+    index: faiss.Index, shards: list[_Shard], n: int, train_sample: int | None, seed: int,
+    use_gpu: bool | None, checkpoints: _Checkpoints, index_factory: str,
+) -> faiss.Index:
+    """``index`` trained (or as it is, if it needs no training), from the checkpoint when there is one."""
+    if index.is_trained:
+        return index
+    saved = checkpoints.load("trained.faiss")
+    if saved is not None:
+        log.info("resuming: the trained %s from %s", index_factory, checkpoints.dir)
+        return saved
+    started = time.perf_counter()
+    size = train_sample_size(index, n, train_sample)
+    sample = _sample_rows(shards, size, seed)
+    log.info("training %s on %d of %d vectors (%d GPU(s) visible)", index_factory, len(sample), n, _n_gpus())
+    index = _train(index, sample, use_gpu)
+    del sample
+    log.info("trained in %.1f s", time.perf_counter() - started)
+    checkpoints.save("trained.faiss", index)
+    return index
+
+
+def _add_by_shard(
+    trained: faiss.Index, shards: list[_Shard], use_gpu: bool | None, checkpoints: _Checkpoints
+) -> faiss.Index:
+    """An IVF index's vectors, assigned to their lists shard by shard into checkpointed parts, then
+    merged (list by list, in row order) into one index."""
+    import faiss
+
+    assigner = _coarse_assigner(trained, use_gpu)
+    offset = 0
+    for i, shard in enumerate(shards):
+        name = f"part-{i}.faiss"
+        if checkpoints.has(name):
+            log.info("resuming: shard %d of %d already assigned", i + 1, len(shards))
+        else:
+            started = time.perf_counter()
+            part = faiss.clone_index(trained)
+            part_assigner = None if assigner is None else (faiss.downcast_index(part), assigner[1])
+            row = offset
+            for chunk in _shard_chunks(shard):
+                _add_chunk(part, chunk, np.arange(row, row + len(chunk), dtype=np.int64), part_assigner)
+                row += len(chunk)
+            checkpoints.save(name, part)
+            log.info("shard %d of %d: %d vectors assigned in %.1f s", i + 1, len(shards), len(shard), time.perf_counter() - started)
+            del part
+        offset += len(shard)
+    index = faiss.clone_index(trained)
+    for i in range(len(shards)):
+        part = checkpoints.load(f"part-{i}.faiss")
+        index.merge_from(part, 0)  # moves the part's lists over; its ids are already the row ids
+        del part
+    return index
 
 
 def build_index(
@@ -248,38 +357,41 @@ def build_index(
     """Build a FAISS inner-product index over the shards, in order; return the number of vectors.
 
     Each shard is read in chunks of ``ADD_CHUNK`` rows, so memory stays flat at any corpus size, the
-    index itself aside (a flat index is allocated once at its final size, see :func:`_fill_flat`). Factories that need training (IVF, PQ) are trained
-    once, on ``train_sample`` rows drawn uniformly across shards (None: 64 per k-means centroid, see
-    :func:`train_sample_size`), on one GPU when FAISS sees one. With GPUs, an IVF index's vectors
-    are then assigned to their lists on all of them (the quantizer replicated, each chunk split
-    between GPUs) while the index stays one CPU index; ``search`` shards it across the GPUs.
-    ``use_gpu``: None uses GPUs when FAISS sees them, False never, True insists. The index file
-    appears only once complete.
+    index itself aside (a flat index is allocated once at its final size, see :func:`_fill_flat`).
+    Factories that need training (IVF, PQ) are trained once, on ``train_sample`` rows drawn
+    uniformly across shards (None: 64 per k-means centroid, see :func:`train_sample_size`), on one
+    GPU when wanted. An IVF index's vectors are then assigned to their lists shard by shard, on all
+    GPUs when wanted (the quantizer replicated, each chunk's search split between them), into one CPU
+    index; ``search`` shards it across the GPUs. ``use_gpu``: None uses GPUs when FAISS sees them,
+    False never, True insists (an error where FAISS has no GPU: faiss-cpu, or no device visible).
+
+    Resumable: the trained index and each shard's assigned part are checkpointed (see
+    :class:`_Checkpoints`), so a rerun after a kill, such as a scheduler's time limit, redoes only
+    the step that was cut short. The index file appears only once complete.
     """
     import faiss
 
+    _gpu_wanted(use_gpu)  # use_gpu=True without a GPU stops here, before any work
     shards = _open_shards(shard_paths)
     dim, n = shards[0].shape[1], sum(len(s) for s in shards)
     index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
     started = time.perf_counter()
-    if not index.is_trained:
-        size = train_sample_size(index, n, train_sample)
-        sample = _sample_rows(shards, size, seed)
-        log.info("training %s on %d of %d vectors (%d GPU(s) visible)", index_factory, len(sample), n, _n_gpus())
-        index = _train(index, sample, use_gpu)
-        del sample
-        log.info("trained in %.1f s", time.perf_counter() - started)
+    checkpoints = _Checkpoints(out_path, _inputs_record(shards, index_factory, train_sample, seed))
+    index = _trained(index, shards, n, train_sample, seed, use_gpu, checkpoints, index_factory)
     flat = faiss.downcast_index(index)
     if isinstance(flat, faiss.IndexFlat):
         _fill_flat(flat, shards, n)
-    else:
-        assigner = _coarse_assigner(index, use_gpu)
-        for chunk in _chunks(shards):
-            _add_chunk(index, chunk, assigner)
+    elif isinstance(flat, faiss.IndexIVF):
+        index = _add_by_shard(index, shards, use_gpu, checkpoints)
+    else:  # other trained indexes (PQ, HNSW, a pre-transform): one pass, training checkpointed
+        for shard in shards:
+            for chunk in _shard_chunks(shard):
+                index.add(chunk)
     if index.ntotal != n:
         raise RuntimeError(f"index holds {index.ntotal} vectors, expected {n}")
     with atomic_path(out_path) as tmp:
         faiss.write_index(index, str(tmp))
+    checkpoints.remove()
     log.info(
         "wrote %s (%s, %d vectors of dim %d) in %.1f s", out_path, index_factory, n, dim, time.perf_counter() - started
     )

@@ -1,0 +1,109 @@
+"""Every benchmark script in benchmarks/ still runs, at a tiny size (slow tier: each starts its own
+processes). Benchmarks measure and assert nothing themselves; here each run must exit cleanly and
+print what it promises, with results that can be checked at that size.
+
+benchmarks/demo_pipeline.py is the exception: it is the whole demo from a clean results/ of this
+checkout (13 minutes here), which tests/test_workflow_e2e.py covers on a tiny config.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(script: str, *args: str, timeout: int = 600) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{script} failed:\n{out.stderr[-4000:]}"
+    return out.stdout
+
+
+def _json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_gpu_check_runs_its_cpu_rows_and_skips_cuda_without_a_gpu(tmp_path):
+    import torch
+
+    out = _run("gpu_check.py", "--prefill-batch", "2", "--prefill-tokens", "64", "--json", str(tmp_path / "r.json"))
+    result = json.loads((tmp_path / "r.json").read_text())
+    cpu = result["cpu"]
+    assert cpu["device"] == "cpu" and cpu["dtype"] == "float32"
+    # fp32 on the CPU: a left-padded batch decodes exactly what each prompt does alone.
+    assert cpu["generate"] == cpu["generate_one_at_a_time"] and len(cpu["generate"]) == 4
+    assert all(math.isfinite(v) and v <= 0 for row in cpu["score"] for v in row)
+    assert all(sum(masses) == pytest.approx(1.0) for masses in cpu["attention"])
+    assert cpu["closed"] and cpu["prefill_tokens_per_s"] > 0 and cpu["encode_passages_per_s"] > 0
+    assert all(len(v) == 128 for v in cpu["encode"])  # the tiny BERT's width
+    table = [line for line in out.splitlines() if line.startswith("| ")][1:]  # past the header
+    assert len(table) == 8
+    if not torch.cuda.is_available():
+        assert result["cuda"] is None
+        assert all("skipped (no CUDA device)" in row.split(" | ")[2] for row in table)
+
+
+def test_scale_rehearsal_runs_the_streaming_path_flat_and_ivf():
+    flat = _run("scale_rehearsal.py", "--sizes", "1000,3000", "--dim", "64", "--queries", "50", "--encode-sample", "20")
+    assert "| 3,000 | data |" in flat and "| 3,000 | retrieve |" in flat
+    assert "Retrieval check (a query's own passage ranked first): 1,000: 1.000, 3,000: 1.000." in flat
+    ivf = _run("scale_rehearsal.py", "--sizes", "1000,3000", "--dim", "64", "--queries", "50", "--encode-sample", "0",
+               "--factory", "IVF16,SQ8", "--nprobe", "16", "--train-sample", "1000")
+    assert "index `IVF16,SQ8`" in ivf and "| 3,000 | index |" in ivf
+
+
+def test_encode_throughput():
+    [result] = _json_lines(_run("encode_throughput.py", "--n", "16", "--batch-size", "8"))
+    assert result["passages"] == 16 and result["passages_per_s"] > 0
+
+
+def test_findings_speed():
+    [result] = _json_lines(_run("findings_speed.py", "--datasets", "1", "--llms", "2", "--queries", "40", "--resamples", "50"))
+    assert result["findings_run"] > 0 and result["findings_s"] >= 0
+
+
+def test_judgment_analysis_speed():
+    [result] = _json_lines(_run("judgment_analysis_speed.py", "--resamples", "20"))
+    assert result["parse_outputs_per_s"] > 0 and set(result["bootstrap_s"]) >= {"BCa_n100", "percentile_n3000"}
+
+
+def test_prepare_corpus():
+    results = {r["stage"]: r for r in _json_lines(_run("prepare_corpus.py", "--pages", "30", "--passages", "300"))}
+    assert set(results) == {"kilt-chunk", "kilt-merge", "dpr-tsv", "msmarco-tsv"}
+    assert results["dpr-tsv"]["passages"] == results["msmarco-tsv"]["passages"] == 300
+    assert results["kilt-merge"]["passages"] == results["kilt-chunk"]["passages"] > 30
+
+
+def test_prompt_tokens_counts_every_prompt_kind_with_a_model_s_tokenizer(tmp_path):
+    from standin import write_tiny_model
+
+    tokenizer = write_tiny_model(tmp_path / "tok")
+    lines = _json_lines(_run("prompt_tokens.py", "--tokenizer", str(tokenizer), "--thinking"))
+    *prompts, summary = lines
+    counts = {p["prompt"]: p["tokens"] for p in prompts}
+    assert summary["k"] == 20 and len(summary["passage_tokens"]) == 20
+    # The listwise prompts hold all 20 passages plus a chat turn and an acknowledgment for each.
+    assert summary["longest_prompt"] == max(counts.values()) > sum(summary["passage_tokens"])
+    assert summary["longest_prompt_plus_largest_cap"] == summary["longest_prompt"] + summary["output_caps"]["thinking"]
+    assert counts["answer, no passage"] < counts["answer, one passage"] < counts["answer, top-20 (also the attention pass)"]
+
+
+def test_gpu_memory_table():
+    out = _run("gpu_memory.py", "--max-model-len", "8192")
+    rows = json.loads(out.strip().splitlines()[-1])
+    by_model = {r["model"]: r for r in rows}
+    assert set(by_model) == {"Llama-3.1-8B-Instruct", "Qwen3-8B", "Qwen3-14B", "Qwen3-32B"}
+    assert by_model["Qwen3-32B"]["gpu"] == 2 and by_model["Qwen3-32B"]["parameters_B"] == pytest.approx(32.8, abs=0.1)
+    # 8,192 tokens of Qwen3-32B's KV cache: 2 x 64 layers x 8 heads x 128 x 2 bytes per token.
+    assert by_model["Qwen3-32B"]["kv_GiB_per_sequence"] == pytest.approx(2 * 64 * 8 * 128 * 2 * 8192 / 2**30)
