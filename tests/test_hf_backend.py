@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
-from llm_utility.generation.models import PromptTooLongError, cut_answer
+from llm_utility.generation import PromptTooLongError, cut_answer
 from llm_utility.weights import is_abandoned, work_folders
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_cut_answer_stops_only_after_the_answer_began():
 
 
 def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
-    from llm_utility.workflow import schema_defaults
+    from llm_utility.config import schema_defaults
 
     REV = "0123456789abcdef0123456789abcdef01234567"  # hub models must be pinned (weights.py)
 
