@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snakemake_cmd
+from workflow_runner import snakemake_cmd
 
 
 def test_lint_clean(repo):
