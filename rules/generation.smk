@@ -5,6 +5,13 @@
 
 # --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
 run_of_dataset = lambda wc: fill(RUN, dataset=wc.dataset, retriever=retriever_of(wc))
+# What every job that answers or judges with an LLM reads besides its own tables.
+MODEL_JOB_INPUTS = {
+    "queries": QUERIES,
+    "candidates": CANDIDATES,
+    "manifest": MANIFEST,
+    "prompts": config["prompts"],
+}
 # Every LLM's gold set among C and U (pattern in {dataset}), named by its context: an answer job's
 # inputs that a context is made from are named by that context, so the job pairs them with its
 # outputs without any path logic.
@@ -64,10 +71,7 @@ rule candidate_passages:
 # The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM).
 rule answer_candidates:
     input:
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **MODEL_JOB_INPUTS,
     output:
         **answers_named(CANDIDATE_CONTEXTS),
     log:
@@ -96,13 +100,10 @@ rule answer_candidates:
 use rule answer_candidates as answer_gold_C with:
     input:
         **GOLD_TABLES["C"],
+        **MODEL_JOB_INPUTS,
         # Not read: G(C) and G(U) are often the same passages, so C waits for U and the store serves
         # it the prompts they share instead of both jobs computing them at once.
         after_U=fill(ANSWERS, context=gold_context("U", "{llm}")),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
     output:
         **answers_named(PLAN.gold_contexts("C")),
     log:
@@ -115,10 +116,7 @@ use rule answer_candidates as answer_gold_C with:
 use rule answer_candidates as answer_gold_U with:
     input:
         **GOLD_TABLES["U"],
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **MODEL_JOB_INPUTS,
     output:
         **answers_named(PLAN.gold_contexts("U")),
     log:

@@ -47,10 +47,7 @@ use rule answer_candidates as answer_thinking with:
 rule judge:
     input:
         unpack(lambda wc: judge_inputs(PLAN.judge_methods)),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **MODEL_JOB_INPUTS,
         topk=fill(ANSWERS, context="topk"),
         gold_U=fill(GOLD, candidates="U"),
     output:
@@ -80,10 +77,7 @@ rule judge:
 use rule judge as judge_thinking with:
     input:
         unpack(lambda wc: judge_inputs(PLAN.thinking_methods)),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **MODEL_JOB_INPUTS,
     output:
         **judge_outputs(PLAN.thinking_methods),
     log:
@@ -124,13 +118,10 @@ use rule answer_candidates as answer_judgments with:
     input:
         **SELECTION_TABLES,
         **RERANKED_TABLES,
+        **MODEL_JOB_INPUTS,
         # Not read: a selection is often the LLM's gold set, so this job waits for the gold answers
         # (U, then C) and the store serves it the prompts they share.
         after_gold=fill(ANSWERS, context=gold_context("C", "{llm}")),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
     output:
         **answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
     log:

@@ -27,7 +27,7 @@ class _StopOnText(StoppingCriteria):
 
     Decoding the few new tokens every step is cheap, and it matches exactly the cut applied to the
     output afterwards and vLLM's semantics. transformers' own ``stop_strings`` scans the whole
-    vocabulary per ``generate`` call (0.5 s for Gemma's 262k tokens) and also matches across the
+    vocabulary per ``generate`` call (costly with Gemma's 262k tokens) and also matches across the
     prompt boundary.
     """
 

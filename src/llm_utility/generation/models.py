@@ -124,8 +124,8 @@ def materialize(
     (hub weights).
 
     - GGUF weights become a float32 safetensors directory (the weights folder), fingerprinted by the
-      GGUF's sha256 and the dequantized tensors' (about 2 s to hash). An existing manifest for the
-      same GGUF file and settings is kept as it is.
+      GGUF's sha256 and the dequantized tensors'. An existing manifest for the same GGUF file and
+      settings is kept as it is.
     - Hub weights (``{hub, revision}``, revision required) are downloaded once into the weights
       folder: configs, tokenizer and safetensors at the commit ``revision`` resolves to, which is the
       fingerprint (``hub:<repo>@<commit>``). A rerun finds them there and downloads nothing.
