@@ -23,7 +23,7 @@ import pytest
 from workflow_runner import REPO
 
 LAYERS = [
-    {"io", "metrics", "logs", "config", "schemas", "gpu", "weights"},
+    {"io", "metrics", "logs", "config", "config_reference", "schemas", "gpu", "weights"},
     {"method", "data", "retrieval", "generation"},
     {"report"},
     {"pipeline"},
