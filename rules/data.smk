@@ -28,9 +28,14 @@ corpus_inputs = lambda wc: (
     if wc.corpus in PLAN.kilt_corpora
     else configured("corpora", wc.corpus, {"file": PLAN.corpus_file_key(wc.corpus)})
 )
-# The benchmark files a dataset's loader reads (file, and questions/aliases when configured).
+# The benchmark files a dataset's loader reads (file, and questions/aliases/qrels when configured).
 dataset_files = lambda wc: configured(
-    "datasets", wc.dataset, {k: k for k in ("file", "questions", "aliases")}
+    "datasets",
+    wc.dataset,
+    {
+        k: k
+        for k in ("file", "questions", "aliases", "ranking_queries", "ranking_qrels")
+    },
 )
 mapping_inputs = lambda wc: {
     "evidence": fill(EVIDENCE, dataset=wc.dataset),
