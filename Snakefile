@@ -34,5 +34,4 @@ include: "rules/findings.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
-        findings_targets(),
+        final_targets(),

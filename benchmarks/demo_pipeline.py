@@ -102,7 +102,7 @@ def batch_invariance(config: dict, sample: int | None) -> dict[str, dict]:
         for db in sorted((REPO / config["store_dir"] / slug).glob("*.sqlite")):
             with sqlite3.connect(db) as con:
                 rows += con.execute("SELECT prompt, value, params FROM calls WHERE kind = 'generate' ORDER BY key").fetchall()
-        from llm_utility.workflow import with_defaults
+        from llm_utility.config import with_defaults
 
         spec = with_defaults("llms", spec)
         # The answer calls (the LLM's own decoding limit); judgments have other limits.

@@ -108,7 +108,7 @@ def query_embeddings(shards: list[Path], n_queries: int, seed: int = 1) -> tuple
 
 def stage_data(work: Path, _args: argparse.Namespace) -> dict:
     """What rule prepare_corpus runs for a DPR-style TSV: the streaming loader and its Parquet writer."""
-    from llm_utility.data.jobs import prepare_corpus_job
+    from llm_utility.pipeline.data import prepare_corpus_job
 
     tsv = work / "corpus.tsv"
     n = prepare_corpus_job(
@@ -146,7 +146,7 @@ def stage_baseline(_work: Path, _args: argparse.Namespace) -> dict:
     import faiss  # noqa: F401
     import polars  # noqa: F401
 
-    import llm_utility.data.jobs  # noqa: F401
+    import llm_utility.pipeline.data  # noqa: F401
     import llm_utility.retrieval.index  # noqa: F401
 
     return {}

@@ -4,10 +4,78 @@
 # is always an input (downloaded by `download_data` when the config gives a URL; a missing local
 # file is the output of `missing_data_file`, which fails naming where to get it).
 
+from llm_utility.data.files import configured_files, data_paths, downloads_and_missing
 
-include: "data_inputs.smk"
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+DOWNLOADS, MISSING = downloads_and_missing(configured_files(config), config["data_dir"])
+# Where each configured data file is, by (section, name, key).
+DATA_PATHS = data_paths(config)
+# The configured files of one corpus or dataset, named by role: {role: key}.
+configured = lambda section, name, roles: {
+    role: DATA_PATHS[(section, name, key)]
+    for role, key in roles.items()
+    if (section, name, key) in DATA_PATHS
+}
+# A corpus's source: the shards of a chunked KILT knowledge source, or its configured file.
+corpus_inputs = lambda wc: (
+    {
+        "shards": expand(
+            CORPUS_SHARD,
+            corpus=wc.corpus,
+            shard=range(config["corpora"][wc.corpus]["shards"]),
+        )
+    }
+    if wc.corpus in PLAN.kilt_corpora
+    else configured("corpora", wc.corpus, {"file": PLAN.corpus_file_key(wc.corpus)})
+)
+# The benchmark files a dataset's loader reads (file, and questions/aliases/qrels when configured).
+dataset_files = lambda wc: configured(
+    "datasets",
+    wc.dataset,
+    {
+        k: k
+        for k in ("file", "questions", "aliases", "ranking_queries", "ranking_qrels")
+    },
+)
+mapping_inputs = lambda wc: {
+    "evidence": fill(EVIDENCE, dataset=wc.dataset),
+    "queries": fill(SOURCE_QUERIES, dataset=wc.dataset),
+    "summary": fill(SOURCE_SUMMARY, dataset=wc.dataset),
+    "passages": passages_of_dataset(wc),
+    **(
+        {"spans": fill(CORPUS_SPANS, corpus=corpus_of(wc))}
+        if PLAN.mapping_rule(wc.dataset) == "span"
+        else {}
+    ),
+    **(
+        configured("datasets", wc.dataset, {"knowledge_source": "knowledge_source"})
+        if PLAN.maps_provenance_by_text(wc.dataset)
+        else {}
+    ),
+}
+# worldfacts and local query sets are read with their corpus; benchmarks from their loaded queries
+# and mapped human passages (and MS MARCO-FQA's short answers).
+prepare_queries_inputs = lambda wc: (
+    {
+        "passages": passages_of_dataset(wc),
+        **configured("datasets", wc.dataset, {"queries": "queries"}),
+    }
+    if wc.dataset not in PLAN.benchmarks
+    else {
+        "source": fill(SOURCE_QUERIES, dataset=wc.dataset),
+        "human": fill(HUMAN_PASSAGES, dataset=wc.dataset),
+        **(
+            {"short_answers": fill(SHORT_ANSWERS, dataset=wc.dataset)}
+            if wc.dataset in PLAN.msmarco_qa
+            else {}
+        ),
+    }
+)
+extractor_of = lambda wc: config["datasets"][wc.dataset]["extractor"]
+extractor_cfg = lambda wc: config["llms"][extractor_of(wc)]
 
 
+# --- rules ----------------------------------------------------------------------------------------
 if DOWNLOADS:
 
     rule download_data:
@@ -16,16 +84,15 @@ if DOWNLOADS:
         log:
             "logs/download_data/{download}.log",
         wildcard_constraints:
-            download=_alternatives_or_none(DOWNLOADS),
+            download=alternatives(DOWNLOADS),
         retries: 1
         # On the machine that runs Snakemake, like the materialize rules: cluster compute nodes
         # often have no network.
         localrule: True
         conda:
-            "../envs/base.yaml"
+            BASE_ENV
         resources:
-            mem_mb=RESOURCES["download"]["mem_mb"],
-            runtime=RESOURCES["download"]["runtime"],
+            **RESOURCES["download"],
         params:
             spec=lambda wc: DOWNLOADS[wc.download],
             retries=config["downloads"]["retries"],
@@ -43,10 +110,9 @@ if MISSING:
         log:
             "logs/missing_data_file/{missing}.log",
         wildcard_constraints:
-            missing=_alternatives_or_none(MISSING),
+            missing=alternatives(MISSING),
         resources:
-            mem_mb=RESOURCES["light"]["mem_mb"],
-            runtime=RESOURCES["light"]["runtime"],
+            **LIGHT,
         params:
             message=lambda wc: MISSING[wc.missing],
         script:
@@ -55,20 +121,19 @@ if MISSING:
 
 rule chunk_corpus_shard:
     input:
-        knowledge_source=lambda wc: data_file("corpora", wc.corpus, "file"),
+        knowledge_source=lambda wc: DATA_PATHS[("corpora", wc.corpus, "file")],
     output:
-        shard="results/corpora/{corpus}/shards/{shard}.parquet",
+        shard=CORPUS_SHARD,
     log:
         "logs/chunk_corpus_shard/{corpus}/{shard}.log",
     benchmark:
         "benchmarks/out/chunk_corpus_shard/{corpus}/{shard}.tsv"
     wildcard_constraints:
-        corpus=_alternatives_or_none(KILT_CORPORA),
+        corpus=alternatives(PLAN.kilt_corpora),
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         n_shards=lambda wc: config["corpora"][wc.corpus]["shards"],
         words=lambda wc: config["corpora"][wc.corpus]["passage_words"],
@@ -80,16 +145,15 @@ rule prepare_corpus:
     input:
         unpack(corpus_inputs),
     output:
-        passages="results/corpora/{corpus}/passages.parquet",
+        passages=PASSAGES,
     log:
         "logs/prepare_corpus/{corpus}.log",
     benchmark:
         "benchmarks/out/prepare_corpus/{corpus}.tsv"
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         corpus=lambda wc: config["corpora"][wc.corpus],
         seed=config["seed"],
@@ -101,16 +165,15 @@ rule corpus_spans:
     input:
         shards=lambda wc: corpus_inputs(wc)["shards"],
     output:
-        spans="results/corpora/{corpus}/spans.parquet",
+        spans=CORPUS_SPANS,
     log:
         "logs/corpus_spans/{corpus}.log",
     wildcard_constraints:
-        corpus=_alternatives_or_none(KILT_CORPORA),
+        corpus=alternatives(PLAN.kilt_corpora),
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     script:
         "../workflow/scripts/corpus_spans.py"
 
@@ -119,18 +182,17 @@ rule load_queries:
     input:
         unpack(dataset_files),
     output:
-        queries="results/{dataset}/source/queries.parquet",
-        evidence="results/{dataset}/source/evidence.parquet",
-        summary="results/{dataset}/source/summary.json",
+        queries=SOURCE_QUERIES,
+        evidence=EVIDENCE,
+        summary=SOURCE_SUMMARY,
     log:
         "logs/load_queries/{dataset}.log",
     wildcard_constraints:
-        dataset=_alternatives_or_none(BENCHMARKS),
+        dataset=alternatives(PLAN.benchmarks),
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         dataset=dataset_cfg,
     script:
@@ -140,17 +202,17 @@ rule load_queries:
 # MS MARCO-FQA: the extractor LLM turns MS MARCO's long answers into short entity answers.
 rule extract_answers:
     input:
-        queries="results/{dataset}/source/queries.parquet",
-        manifest=lambda wc: f"resources/models/{extractor_of(wc)}/manifest.json",
+        queries=SOURCE_QUERIES,
+        manifest=lambda wc: fill(MANIFEST, llm=extractor_of(wc)),
         prompts=config["prompts"],
     output:
-        answers="results/{dataset}/source/short_answers.parquet",
+        answers=SHORT_ANSWERS,
     log:
         "logs/extract_answers/{dataset}.log",
     benchmark:
         "benchmarks/out/extract_answers/{dataset}.tsv"
     wildcard_constraints:
-        dataset=_alternatives_or_none(MSMARCO_QA),
+        dataset=alternatives(PLAN.msmarco_qa),
     conda:
         lambda wc: f"../envs/llm-{extractor_cfg(wc)['backend']}.yaml"
     threads: 8
@@ -169,22 +231,21 @@ rule map_human_passages:
     input:
         unpack(mapping_inputs),
     output:
-        human="results/{dataset}/human_passages.parquet",
-        coverage="results/{dataset}/human_coverage.json",
+        human=HUMAN_PASSAGES,
+        coverage=HUMAN_COVERAGE,
     log:
         "logs/map_human_passages/{dataset}.log",
     benchmark:
         "benchmarks/out/map_human_passages/{dataset}.tsv"
     wildcard_constraints:
-        dataset=_alternatives_or_none(BENCHMARKS),
+        dataset=alternatives(PLAN.benchmarks),
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         corpus=corpus_of,
-        rule=lambda wc: mapping_rule(wc.dataset),
+        rule=lambda wc: PLAN.mapping_rule(wc.dataset),
     script:
         "../workflow/scripts/map_human_passages.py"
 
@@ -193,48 +254,15 @@ rule prepare_queries:
     input:
         unpack(prepare_queries_inputs),
     output:
-        queries="results/{dataset}/queries.parquet",
+        queries=QUERIES,
     log:
         "logs/prepare_queries/{dataset}.log",
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         dataset=dataset_cfg,
         seed=config["seed"],
     script:
         "../workflow/scripts/prepare_queries.py"
-
-
-localrules:
-    table6,
-
-
-# Paper Table 6: dataset statistics (queries, human passages per query, corpus and its size, coverage).
-rule table6:
-    input:
-        queries=expand(QUERIES, dataset=DATASETS),
-        passages=[
-            f"results/corpora/{config['datasets'][d]['corpus']}/passages.parquet"
-            for d in DATASETS
-        ],
-        coverage=expand("results/{dataset}/human_coverage.json", dataset=BENCHMARKS),
-    output:
-        csv="results/tables/table6_datasets.csv",
-        md="results/tables/table6_datasets.md",
-        tex="results/tables/table6_datasets.tex",
-    log:
-        "logs/table6.log",
-    conda:
-        "../envs/base.yaml"
-    resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
-    params:
-        datasets=DATASETS,
-        corpora=[config["datasets"][d]["corpus"] for d in DATASETS],
-        with_coverage=BENCHMARKS,
-    script:
-        "../workflow/scripts/table6.py"

@@ -3,41 +3,97 @@
 # model stages cost, and the validated config, all for the Snakemake report (captions in report/).
 
 
-localrules:
-    findings,
-    transfer_unknown_both,
-    cost,
-    config_report,
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+# Everything a finding reads: Table 1's and the transfer answers, gold sets, known flags, queries,
+# perplexity, Table 2's judgments and the attention/retriever rankings (where configured).
+FINDINGS_INPUTS = {
+    **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
+    **gold_inputs(DATASETS),
+    **known_inputs(),
+    **queries_inputs(DATASETS),
+    **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
+    **keyed_per_llm("judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]),
+    **keyed_per_llm(
+        "rankings", RANKINGS, DATASETS, lambda d, llm: PLAN.findings_rankings()
+    ),
+}
+transfer_unknown_inputs = lambda wc: {
+    **answers_inputs(
+        DATASETS, lambda llm: ["human"] + PLAN.gold_contexts(wc.candidates)
+    ),
+    **known_inputs(),
+}
+# The cost table's rows are the model jobs of the plan (llm_utility.workflow.plan: model_jobs). Each
+# is a job the DAG runs anyway: the cost rule waits for one output of each, from the patterns of
+# rules/common.smk (`rules.<name>.output` would be the storage-local path under a storage provider,
+# Kubernetes, not an input). tests/test_workflow_dryrun.py checks that the cost table schedules
+# exactly the model jobs of the full DAG.
+MODEL_RULE_OUTPUT = {
+    "materialize_model": MANIFEST,
+    "answer_candidates": fill(ANSWERS, context="none"),
+    "answer_gold_C": fill(ANSWERS, context=PLAN.gold_contexts("C")[0]),
+    "answer_gold_U": fill(ANSWERS, context=PLAN.gold_contexts("U")[0]),
+    "answer_thinking": fill(ANSWERS, context="topk_think"),
+    "judge": PERPLEXITY,
+    "judge_thinking": (
+        fill(JUDGMENTS, method=PLAN.thinking_methods[0])
+        if PLAN.thinking_methods
+        else None
+    ),
+    "answer_judgments": fill(
+        ANSWERS,
+        context=(PLAN.selected_contexts() + PLAN.reranked_contexts() + ["none"])[0],
+    ),
+}
+filled = lambda pattern, wildcards: (
+    expand(str(pattern), **wildcards)[0] if pattern else None
+)
+MODEL_JOB_OUTPUTS = [
+    filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in PLAN.model_jobs()
+]
+# rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's own
+# log: and benchmark: patterns (rules.<name>), so the cost table never rebuilds a path.
+MODEL_JOB_RECORDS = [
+    {
+        "rule": name,
+        "wildcards": wc,
+        "log": filled(getattr(rules, name).log[0], wc),
+        "benchmark": filled(getattr(rules, name).benchmark, wc),
+    }
+    for name, wc in PLAN.model_jobs()
+]
 
 
+# --- rules ----------------------------------------------------------------------------------------
 rule findings:
     input:
-        **findings_inputs(),
+        **FINDINGS_INPUTS,
     output:
         json=report(
-            "results/findings.json",
+            FINDINGS_JSON,
             caption="../report/findings_json.rst",
             category="1 Findings",
         ),
         md=report(
-            f"{TABLES}/findings.md",
+            fill(TABLE, name="findings", ext="md"),
             caption="../report/findings.rst",
             category="1 Findings",
         ),
         html=report(
-            f"{TABLES}/findings.html",
+            fill(TABLE, name="findings", ext="html"),
             caption="../report/findings.rst",
             category="1 Findings",
         ),
     log:
         "logs/findings.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     params:
         llms=LLMS,
-        families=families(),
+        families=PLAN.families(),
         k=RANK["k"],
-        resampling={**BOOTSTRAP, "min_queries": config["report"]["min_queries"]},
+        resampling={**PLAN.bootstrap(), "min_queries": config["report"]["min_queries"]},
     script:
         "../workflow/scripts/findings.py"
 
@@ -46,16 +102,16 @@ rule transfer_unknown_both:
     input:
         unpack(transfer_unknown_inputs),
     output:
-        csv=f"{TABLES}/transfer_unknown_both_{{candidates}}.csv",
-        md=report(
-            f"{TABLES}/transfer_unknown_both_{{candidates}}.md",
-            caption="../report/transfer_unknown_both.rst",
-            category="2 Tables",
+        **table_outputs(
+            "transfer_unknown_both",
+            name="transfer_unknown_both_{candidates}",
+            formats=("csv", "md"),
         ),
     log:
         "logs/transfer_unknown_both/{candidates}.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     params:
         llms=LLMS,
     script:
@@ -68,20 +124,16 @@ rule transfer_unknown_both:
 # rule's own log: and benchmark: patterns (rules.<name>), never rebuilt by hand.
 rule cost:
     input:
-        outputs=model_job_outputs(),
+        outputs=MODEL_JOB_OUTPUTS,
     output:
-        csv=f"{TABLES}/cost.csv",
-        md=report(
-            f"{TABLES}/cost.md",
-            caption="../report/cost.rst",
-            category="4 Cost",
-        ),
+        **table_outputs("cost", name="cost", formats=("csv", "md"), category="4 Cost"),
     log:
         "logs/cost.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     params:
-        jobs=model_job_records(),
+        jobs=MODEL_JOB_RECORDS,
     script:
         "../workflow/scripts/cost.py"
 
@@ -89,15 +141,16 @@ rule cost:
 rule config_report:
     output:
         yaml=report(
-            "results/config.yaml",
-            caption="../report/config.rst",
+            RESULTS_CONFIG,
+            caption="../report/config_report.rst",
             category="5 Config",
         ),
     log:
         "logs/config_report.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     params:
-        config=results_config(),
+        config=PLAN.results_config(),
     script:
         "../workflow/scripts/config_report.py"

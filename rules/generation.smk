@@ -3,6 +3,28 @@
 # it stopped. Each job loads its model once and answers every context its outputs name.
 
 
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+run_of_dataset = lambda wc: fill(RUN, dataset=wc.dataset, retriever=retriever_of(wc))
+# What every job that answers or judges with an LLM reads besides its own tables.
+MODEL_JOB_INPUTS = {
+    "queries": QUERIES,
+    "candidates": CANDIDATES,
+    "manifest": MANIFEST,
+    "prompts": config["prompts"],
+}
+# Every LLM's gold set among C and U (pattern in {dataset}), named by its context: an answer job's
+# inputs that a context is made from are named by that context, so the job pairs them with its
+# outputs without any path logic.
+GOLD_TABLES = {
+    candidates: {
+        context: fill(GOLD, llm=source, candidates=candidates)
+        for context, source in PLAN.gold_sources(candidates).items()
+    }
+    for candidates in ("C", "U")
+}
+
+
+# --- rules ----------------------------------------------------------------------------------------
 # Weights land in resources/models/{llm}/ (or <models_dir>/llms/{llm}) once: a GGUF dequantized, or
 # hub weights downloaded at their pinned revision (the manifest records the commit). Every other job
 # loads them offline. A local rule: it runs where Snakemake runs, which has network when compute
@@ -18,13 +40,10 @@ rule materialize_model:
     conda:
         materialize_conda_env
     resources:
-        mem_mb=RESOURCES["download"]["mem_mb"],
-        runtime=RESOURCES["download"]["runtime"],
+        **RESOURCES["download"],
     params:
         spec=llm_cfg,
-        weights_dir=lambda wc: (
-            f"{config['models_dir']}/llms/{wc.llm}" if config["models_dir"] else None
-        ),
+        weights_dir=lambda wc: weights_dir(LLM_WEIGHTS, llm=wc.llm),
     script:
         "../workflow/scripts/materialize_model.py"
 
@@ -40,10 +59,9 @@ rule candidate_passages:
     log:
         "logs/candidate_passages/{dataset}.log",
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["data"]["mem_mb"],
-        runtime=RESOURCES["data"]["runtime"],
+        **RESOURCES["data"],
     params:
         top_k=config["top_k"],
     script:
@@ -53,12 +71,9 @@ rule candidate_passages:
 # The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM).
 rule answer_candidates:
     input:
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **MODEL_JOB_INPUTS,
     output:
-        **{c: fill(ANSWERS, context=c) for c in CANDIDATE_CONTEXTS},
+        **answers_named(CANDIDATE_CONTEXTS),
     log:
         "logs/answer_candidates/{dataset}/{llm}.log",
     benchmark:
@@ -84,16 +99,13 @@ rule answer_candidates:
 # per (dataset, LLM, candidate set) covers Table 1's G(C) and the transfer matrices.
 use rule answer_candidates as answer_gold_C with:
     input:
-        **gold_tables("C"),
+        **GOLD_TABLES["C"],
+        **MODEL_JOB_INPUTS,
         # Not read: G(C) and G(U) are often the same passages, so C waits for U and the store serves
         # it the prompts they share instead of both jobs computing them at once.
-        after_U=fill(ANSWERS, context="gold_U_from_{llm}"),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        after_U=fill(ANSWERS, context=gold_context("U", "{llm}")),
     output:
-        **answers_named(gold_contexts("C")),
+        **answers_named(PLAN.gold_contexts("C")),
     log:
         "logs/answer_gold/{dataset}/{llm}/C.log",
     benchmark:
@@ -103,13 +115,10 @@ use rule answer_candidates as answer_gold_C with:
 
 use rule answer_candidates as answer_gold_U with:
     input:
-        **gold_tables("U"),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        **GOLD_TABLES["U"],
+        **MODEL_JOB_INPUTS,
     output:
-        **answers_named(gold_contexts("U")),
+        **answers_named(PLAN.gold_contexts("U")),
     log:
         "logs/answer_gold/{dataset}/{llm}/U.log",
     benchmark:

@@ -14,9 +14,8 @@ rule gold_sets:
     log:
         "logs/gold_sets/{dataset}/{llm}.log",
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     script:
         "../workflow/scripts/gold_sets.py"

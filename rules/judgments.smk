@@ -7,37 +7,51 @@
 # than many of its calls. Adding a method reruns it; the store serves every call already made.
 
 
-localrules:
-    rank_retriever,
-    qrels,
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+# The pseudo-answers some methods need, named by their answer context (topk, topk_think).
+judge_inputs = lambda methods: answers_named(PLAN.pseudo_contexts(methods))
+# A judge job's outputs, named by kind and method (read back with keyed_inputs).
+judge_outputs = lambda methods, rankings=(), perplexity=False: {
+    **{input_key("judgments", m): fill(JUDGMENTS, method=m) for m in methods},
+    **{input_key("rankings", m): fill(RANKINGS, method=m) for m in rankings},
+    **({"perplexity": PERPLEXITY} if perplexity else {}),
+}
+# The judgment tables behind the selected_* contexts (pattern in {dataset}), and the LLM's own
+# rankings behind the reranked_* ones, named by context.
+SELECTION_TABLES = {
+    context: fill(JUDGMENTS, llm=source, method=method)
+    for context, (source, method) in PLAN.selection_sources().items()
+}
+RERANKED_TABLES = {
+    context: fill(RANKINGS, method=method)
+    for context, method in PLAN.reranked_sources().items()
+}
 
 
+# --- rules ----------------------------------------------------------------------------------------
 # The top-k answer with thinking on: the pseudo-answer "(T)" of Table 5 (thinking models only).
 use rule answer_candidates as answer_thinking with:
     output:
-        topk_think=fill(ANSWERS, context="topk_think"),
+        **answers_named(["topk_think"]),
     log:
         "logs/answer_thinking/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/answer_thinking/{dataset}/{llm}.tsv"
     priority: PRIORITY["answer_judgments"]
     params:
-        spec=thinking_answer_spec,
+        spec=lambda wc: PLAN.thinking_answer_spec(wc.llm),
         synonyms=config["verdict_synonyms"],
 
 
 # Selections with every configured method, the LLM's utility rankings and its perplexities.
 rule judge:
     input:
-        unpack(lambda wc: judge_inputs(JUDGE_METHODS)),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        unpack(lambda wc: judge_inputs(PLAN.judge_methods)),
+        **MODEL_JOB_INPUTS,
         topk=fill(ANSWERS, context="topk"),
         gold_U=fill(GOLD, candidates="U"),
     output:
-        **judge_outputs(JUDGE_METHODS, MODEL_RANKINGS, perplexity=True),
+        **judge_outputs(PLAN.judge_methods, PLAN.model_rankings, perplexity=True),
     log:
         "logs/judge/{dataset}/{llm}.log",
     benchmark:
@@ -52,7 +66,7 @@ rule judge:
         runtime=llm_runtime,
     params:
         spec=llm_cfg,
-        max_new_tokens=judge_max_new_tokens(),
+        max_new_tokens=PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
     script:
@@ -62,20 +76,17 @@ rule judge:
 # The selections with thinking on (Table 5), for models with a thinking switch.
 use rule judge as judge_thinking with:
     input:
-        unpack(lambda wc: judge_inputs(THINKING_METHODS)),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        unpack(lambda wc: judge_inputs(PLAN.thinking_methods)),
+        **MODEL_JOB_INPUTS,
     output:
-        **judge_outputs(THINKING_METHODS),
+        **judge_outputs(PLAN.thinking_methods),
     log:
         "logs/judge_thinking/{dataset}/{llm}.log",
     benchmark:
         "benchmarks/out/judge_thinking/{dataset}/{llm}.tsv"
     params:
-        spec=thinking_spec,
-        max_new_tokens=judge_max_new_tokens(),
+        spec=lambda wc: PLAN.thinking_spec(wc.llm),
+        max_new_tokens=PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
 
@@ -89,11 +100,11 @@ rule rank_retriever:
         ranking=fill(RANKINGS, method="retriever"),
     log:
         "logs/rank_retriever/{dataset}/{llm}.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         max_queries=JUDGE["max_queries"],
     script:
@@ -105,17 +116,14 @@ rule rank_retriever:
 # no-passage call, a one-passage one a single call: the store serves both.
 use rule answer_candidates as answer_judgments with:
     input:
-        **selection_tables(),
-        **reranked_tables(),
+        **SELECTION_TABLES,
+        **RERANKED_TABLES,
+        **MODEL_JOB_INPUTS,
         # Not read: a selection is often the LLM's gold set, so this job waits for the gold answers
         # (U, then C) and the store serves it the prompts they share.
-        after_gold=fill(ANSWERS, context="gold_C_from_{llm}"),
-        queries=QUERIES,
-        candidates=CANDIDATES,
-        manifest=MANIFEST,
-        prompts=config["prompts"],
+        after_gold=fill(ANSWERS, context=gold_context("C", "{llm}")),
     output:
-        **answers_named(selected_contexts() + reranked_contexts()),
+        **answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
     log:
         "logs/answer_judgments/{dataset}/{llm}.log",
     benchmark:
@@ -132,10 +140,10 @@ rule qrels:
         qrels=QRELS,
     log:
         "logs/qrels/{dataset}/{llm}/{candidates}.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     script:
         "../workflow/scripts/qrels.py"

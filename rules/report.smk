@@ -1,43 +1,53 @@
-# Stage 7, tables and figures: each a target of its own (a localrule: cheap, no model), so a change
+# Stage 7, tables and figures: each a target of its own (a local rule: cheap, no model), so a change
 # of styling reruns only that figure. Inputs are keyed (rules/common.smk), so a job reads exactly the
-# files its rule declares. Captions for `snakemake --report` live in report/.
-
-TABLE1_CONTEXTS = ["none", "topk", "union", "human"]
+# files its rule declares. Captions for `snakemake --report` live in report/<rule>.rst.
 
 
-localrules:
-    table1,
-    empty_answers,
-    figure_topk,
-    figure_transfer,
-    figure_overlap,
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+transfer_inputs = lambda wc: answers_inputs(
+    PLAN.transfer_figures[wc.figure]["datasets"],
+    lambda llm: ["human"]
+    + PLAN.gold_contexts(PLAN.transfer_figures[wc.figure]["candidates"]),
+)
+# Table 5: every thinking method and its counterpart, and the gold set (C), of each thinking pair.
+TABLE5_INPUTS = {
+    key: path
+    for d in DATASETS
+    for llm in PLAN.thinking_llms
+    for m in PLAN.table5_methods(d, llm)
+    for key, path in (
+        (
+            input_key("judgments", d, llm, m),
+            fill(JUDGMENTS, dataset=d, llm=llm, method=m),
+        ),
+        (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, candidates="C")),
+    )
+}
+# TREC runs a user dropped in resources/runs/<dataset>/<name>.trec, keyed (dataset, name).
+EXTERNAL_RUNS = {
+    input_key("runs", d, path.stem): str(path)
+    for d in DATASETS
+    for path in sorted(Path("resources/runs", d).glob("*.trec"))
+}
 
 
+# --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
 rule table1:
     input:
-        **answers_inputs(
-            DATASETS,
-            lambda llm: TABLE1_CONTEXTS + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
-        ),
+        **answers_inputs(DATASETS, PLAN.table1_contexts),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
     output:
-        csv=f"{TABLES}/table1_rag.csv",
-        md=report(
-            f"{TABLES}/table1_rag.md",
-            caption="../report/table1.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table1_rag.tex",
+        **table_outputs("table1"),
     log:
         "logs/table1.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
     script:
         "../workflow/scripts/table1.py"
 
@@ -45,46 +55,55 @@ rule table1:
 # Beside Table 1: how often each model said nothing, per context (a silent model must be visible).
 rule empty_answers:
     input:
-        **answers_inputs(
-            DATASETS,
-            lambda llm: list(CANDIDATE_CONTEXTS)
-            + [f"gold_C_from_{llm}", f"gold_U_from_{llm}"],
-        ),
+        **answers_inputs(DATASETS, PLAN.empty_answers_contexts),
     output:
-        csv=f"{TABLES}/empty_answers.csv",
-        md=report(
-            f"{TABLES}/empty_answers.md",
-            caption="../report/empty_answers.rst",
-            category="2 Tables",
-        ),
+        **table_outputs("empty_answers", formats=("csv", "md")),
     log:
         "logs/empty_answers.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     script:
         "../workflow/scripts/empty_answers.py"
+
+
+# Paper Table 6: dataset statistics (queries, human passages per query, corpus and its size, coverage).
+rule table6:
+    input:
+        queries=expand(QUERIES, dataset=DATASETS),
+        passages=[fill(PASSAGES, corpus=PLAN.corpus_of(d)) for d in DATASETS],
+        coverage=expand(HUMAN_COVERAGE, dataset=PLAN.benchmarks),
+    output:
+        **table_outputs("table6"),
+    log:
+        "logs/table6.log",
+    localrule: True
+    conda:
+        BASE_ENV
+    resources:
+        **LIGHT,
+    params:
+        datasets=DATASETS,
+        corpora=[PLAN.corpus_of(d) for d in DATASETS],
+        with_coverage=PLAN.benchmarks,
+    script:
+        "../workflow/scripts/table6.py"
 
 
 rule figure_topk:
     input:
         **answers_inputs(DATASETS, lambda llm: ["none", "topk"]),
     output:
-        png=report(
-            f"{FIGURES}/fig1_left_topk.png",
-            caption="../report/fig1_left.rst",
-            category="3 Figures",
-        ),
-        pdf=f"{FIGURES}/fig1_left_topk.pdf",
+        **figure_outputs("figure_topk", csv=False),
     log:
         "logs/figure_topk.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         style=config["figures"],
     script:
@@ -95,24 +114,18 @@ rule figure_transfer:
     input:
         unpack(transfer_inputs),
     output:
-        png=report(
-            f"{FIGURES}/{{figure}}.png",
-            caption="../report/transfer.rst",
-            category="3 Figures",
-        ),
-        pdf=f"{FIGURES}/{{figure}}.pdf",
-        csv=f"{TABLES}/{{figure}}.csv",
+        **figure_outputs("figure_transfer", name="{figure}"),
     log:
         "logs/figure_transfer/{figure}.log",
     wildcard_constraints:
-        figure="|".join(TRANSFER_FIGURES),
+        figure=alternatives(PLAN.transfer_figures),
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
-        candidates=lambda wc: TRANSFER_FIGURES[wc.figure]["candidates"],
+        candidates=lambda wc: PLAN.transfer_figures[wc.figure]["candidates"],
         llms=LLMS,
         style=config["figures"],
     script:
@@ -124,20 +137,14 @@ rule figure_overlap:
         **gold_inputs(DATASETS, candidates=["U"]),
         **queries_inputs(DATASETS),
     output:
-        png=report(
-            f"{FIGURES}/fig3_overlap.png",
-            caption="../report/fig3_overlap.rst",
-            category="3 Figures",
-        ),
-        pdf=f"{FIGURES}/fig3_overlap.pdf",
-        csv=f"{TABLES}/fig3_overlap.csv",
+        **figure_outputs("figure_overlap"),
     log:
         "logs/figure_overlap.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         llms=LLMS,
         style=config["figures"],
@@ -146,20 +153,6 @@ rule figure_overlap:
 
 
 # --- the judgment benchmark: Tables 2, 3, 4, 5, 7, 8, Figures 4 and 9, external runs -------------
-
-
-localrules:
-    table2,
-    table3,
-    table4,
-    table5,
-    table7,
-    table8,
-    figure4,
-    figure9,
-    external_runs,
-
-
 rule table2:
     input:
         **keyed_per_llm(
@@ -167,53 +160,38 @@ rule table2:
         ),
         **gold_C_inputs(),
     output:
-        csv=f"{TABLES}/table2_selection.csv",
-        md=report(
-            f"{TABLES}/table2_selection.md",
-            caption="../report/table2.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table2_selection.tex",
+        **table_outputs("table2"),
     log:
         "logs/table2.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
+        note="",
     script:
-        "../workflow/scripts/table2.py"
+        "../workflow/scripts/selection_table.py"
 
 
 rule table3:
     input:
-        **answers_inputs(
-            DATASETS,
-            lambda llm: ["topk"]
-            + [f"selected_{m}_from_{llm}" for m in JUDGE["rag_methods"]],
-        ),
+        **answers_inputs(DATASETS, PLAN.table3_contexts),
         **known_inputs(),
     output:
-        csv=f"{TABLES}/table3_rag_selection.csv",
-        md=report(
-            f"{TABLES}/table3_rag_selection.md",
-            caption="../report/table3.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table3_rag_selection.tex",
+        **table_outputs("table3"),
     log:
         "logs/table3.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
     script:
-        "../workflow/scripts/table3.py"
+        "../workflow/scripts/rag_table.py"
 
 
 rule table4:
@@ -221,194 +199,125 @@ rule table4:
         **keyed_per_llm("rankings", RANKINGS, DATASETS, lambda d, llm: RANK["methods"]),
         **gold_C_inputs(),
     output:
-        csv=f"{TABLES}/table4_ranking.csv",
-        md=report(
-            f"{TABLES}/table4_ranking.md",
-            caption="../report/table4.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table4_ranking.tex",
+        **table_outputs("table4"),
     log:
         "logs/table4.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
         k=RANK["k"],
     script:
         "../workflow/scripts/table4.py"
 
 
-rule table5:
+use rule table2 as table5 with:
     input:
-        **table5_inputs(),
+        **TABLE5_INPUTS,
     output:
-        csv=f"{TABLES}/table5_thinking.csv",
-        md=report(
-            f"{TABLES}/table5_thinking.md",
-            caption="../report/table5.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table5_thinking.tex",
+        **table_outputs("table5"),
     log:
         "logs/table5.log",
-    conda:
-        "../envs/base.yaml"
-    resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
         note=(
             ""
-            if thinking_llms()
+            if PLAN.thinking_llms
             else "No configured LLM has a thinking switch (llms.<name>.can_think): nothing to compare."
         ),
-    script:
-        "../workflow/scripts/table5.py"
 
 
-rule table7:
+use rule table3 as table7 with:
     input:
-        **answers_inputs(DATASETS, lambda llm: ["topk"] + reranked_contexts()),
+        **answers_inputs(DATASETS, lambda llm: PLAN.table7_contexts()),
         **known_inputs(),
     output:
-        csv=f"{TABLES}/table7_rag_reranked.csv",
-        md=report(
-            f"{TABLES}/table7_rag_reranked.md",
-            caption="../report/table7.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table7_rag_reranked.tex",
+        **table_outputs("table7"),
     log:
         "logs/table7.log",
-    conda:
-        "../envs/base.yaml"
-    resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
-    params:
-        intervals=INTERVALS,
-    script:
-        "../workflow/scripts/table7.py"
 
 
-rule table8:
+use rule table2 as table8 with:
     input:
         **keyed_per_llm(
             "judgments",
             JUDGMENTS,
             DATASETS,
-            lambda d, llm: (
-                KNOWN_REJECTION if set(KNOWN_REJECTION) <= set(JUDGE_METHODS) else []
-            ),
+            lambda d, llm: PLAN.known_rejection_methods,
         ),
         **gold_C_inputs(),
         **known_inputs(),
     output:
-        csv=f"{TABLES}/table8_known_rejection.csv",
-        md=report(
-            f"{TABLES}/table8_known_rejection.md",
-            caption="../report/table8.rst",
-            category="2 Tables",
-        ),
-        tex=f"{TABLES}/table8_known_rejection.tex",
+        **table_outputs("table8"),
     log:
         "logs/table8.log",
-    conda:
-        "../envs/base.yaml"
-    resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
     params:
-        intervals=INTERVALS,
+        intervals=PLAN.intervals(),
         note=(
             ""
-            if set(KNOWN_REJECTION) <= set(JUDGE_METHODS)
+            if PLAN.known_rejection_methods
             else "Known-rejection needs listwise_pa and listwise_pa_reject in judgments.methods."
         ),
-    script:
-        "../workflow/scripts/table8.py"
 
 
-rule figure9:
+rule figure_selection_transfer:
     input:
-        **answers_inputs(
-            DATASETS,
-            lambda llm: [f"selected_{FIGURE9_METHOD}_from_{s}" for s in LLMS],
-        ),
+        **answers_inputs(DATASETS, lambda llm: PLAN.figure9_contexts()),
     output:
-        png=report(
-            f"{FIGURES}/fig9_selection_transfer.png",
-            caption="../report/fig9.rst",
-            category="3 Figures",
-        ),
-        pdf=f"{FIGURES}/fig9_selection_transfer.pdf",
-        csv=f"{TABLES}/fig9_selection_transfer.csv",
+        **figure_outputs("figure_selection_transfer"),
     log:
-        "logs/figure9.log",
+        "logs/figure_selection_transfer.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         llms=LLMS,
-        method=FIGURE9_METHOD,
+        method=PLAN.figure9_method,
         style=config["figures"],
     script:
-        "../workflow/scripts/figure9.py"
+        "../workflow/scripts/figure_selection_transfer.py"
 
 
-rule figure4:
+rule figure_perplexity:
     input:
         **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
         **answers_inputs(DATASETS, lambda llm: ["none", "human"]),
         **known_inputs(),
     output:
-        png=report(
-            f"{FIGURES}/fig4_perplexity.png",
-            caption="../report/fig4.rst",
-            category="3 Figures",
-        ),
-        pdf=f"{FIGURES}/fig4_perplexity.pdf",
-        csv=f"{TABLES}/fig4_perplexity.csv",
+        **figure_outputs("figure_perplexity"),
     log:
-        "logs/figure4.log",
+        "logs/figure_perplexity.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         style=config["figures"],
     script:
-        "../workflow/scripts/figure4.py"
+        "../workflow/scripts/figure_perplexity.py"
 
 
 # Any retriever's TREC run (resources/runs/<dataset>/<name>.trec), scored by every LLM's gold set.
 rule external_runs:
     input:
-        **external_runs(),
+        **EXTERNAL_RUNS,
         **keyed_per_llm("qrels", fill(QRELS, candidates="U"), DATASETS),
         **queries_inputs(DATASETS),
     output:
-        csv=f"{TABLES}/external_runs.csv",
-        md=report(
-            f"{TABLES}/external_runs.md",
-            caption="../report/external_runs.rst",
-            category="2 Tables",
-        ),
+        **table_outputs("external_runs", formats=("csv", "md")),
     log:
         "logs/external_runs.log",
+    localrule: True
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         k=RANK["k"],
     script:

@@ -9,10 +9,23 @@ if any(r["gpu"] for r in config["retrievers"].values()):
     os.environ.setdefault("CONDA_OVERRIDE_CUDA", "12.8")
 
 
+# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+embedding_shards = lambda wc: expand(
+    EMBEDDINGS,
+    corpus=wc.corpus,
+    retriever=wc.retriever,
+    shard=range(retriever_cfg(wc)["shards"]),
+)
+index_of_dataset = lambda wc: fill(
+    INDEX, corpus=corpus_of(wc), retriever=retriever_of(wc)
+)
+
+
+# --- rules ----------------------------------------------------------------------------------------
 # The encoder's weights, fetched once into resources/retrievers/{retriever}/ (or
-# <models_dir>/retrievers/{retriever}) at the pinned revision
-# (hub models; local and pypi: weights are only described), so that encoding shards and retrieval
-# jobs load them offline. A local rule, like materialize_model: it needs the network.
+# <models_dir>/retrievers/{retriever}) at the pinned revision (hub models; local and pypi: weights
+# are only described), so that encoding shards and retrieval jobs load them offline. A local rule,
+# like materialize_model: it needs the network.
 rule materialize_retriever:
     output:
         manifest=RETRIEVER_MANIFEST,
@@ -24,15 +37,10 @@ rule materialize_retriever:
     conda:
         encoder_conda_env
     resources:
-        mem_mb=RESOURCES["download"]["mem_mb"],
-        runtime=RESOURCES["download"]["runtime"],
+        **RESOURCES["download"],
     params:
         spec=retriever_cfg,
-        weights_dir=lambda wc: (
-            f"{config['models_dir']}/retrievers/{wc.retriever}"
-            if config["models_dir"]
-            else None
-        ),
+        weights_dir=lambda wc: weights_dir(RETRIEVER_WEIGHTS, retriever=wc.retriever),
     script:
         "../workflow/scripts/materialize_retriever.py"
 
@@ -42,7 +50,7 @@ rule encode_corpus_shard:
         passages=PASSAGES,
         manifest=RETRIEVER_MANIFEST,
     output:
-        embeddings="results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy",
+        embeddings=EMBEDDINGS,
     log:
         "logs/encode_corpus_shard/{corpus}/{retriever}/{shard}.log",
     benchmark:
@@ -51,8 +59,7 @@ rule encode_corpus_shard:
         encoder_conda_env
     threads: 4
     resources:
-        mem_mb=RESOURCES["encode"]["mem_mb"],
-        runtime=RESOURCES["encode"]["runtime"],
+        **RESOURCES["encode"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
         encoder=retriever_cfg,
@@ -65,7 +72,7 @@ rule build_index:
     input:
         shards=embedding_shards,
     output:
-        index="results/corpora/{corpus}/{retriever}/index.faiss",
+        index=INDEX,
     log:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
@@ -79,9 +86,8 @@ rule build_index:
         )
     threads: 16
     resources:
+        **RESOURCES["index"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
-        mem_mb=RESOURCES["index"]["mem_mb"],
-        runtime=RESOURCES["index"]["runtime"],
     params:
         index_factory=lambda wc: retriever_cfg(wc)["index_factory"],
         train_sample=lambda wc: retriever_cfg(wc)["train_sample"],
@@ -104,8 +110,7 @@ rule retrieve:
         encoder_conda_env
     threads: 8
     resources:
-        mem_mb=RESOURCES["retrieve"]["mem_mb"],
-        runtime=RESOURCES["retrieve"]["runtime"],
+        **RESOURCES["retrieve"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
         encoder=retriever_cfg,
@@ -119,19 +124,13 @@ rule retrieval_table:
         **queries_inputs(DATASETS),
         **{input_key("candidates", d): fill(CANDIDATES, dataset=d) for d in DATASETS},
     output:
-        csv=f"{TABLES}/retrieval.csv",
-        md=report(
-            f"{TABLES}/retrieval.md",
-            caption="../report/retrieval.rst",
-            category="2 Tables",
-        ),
+        **table_outputs("retrieval_table", formats=("csv", "md")),
     log:
         "logs/retrieval_table.log",
     conda:
-        "../envs/base.yaml"
+        BASE_ENV
     resources:
-        mem_mb=RESOURCES["light"]["mem_mb"],
-        runtime=RESOURCES["light"]["runtime"],
+        **LIGHT,
     params:
         top_k=config["top_k"],
     script:

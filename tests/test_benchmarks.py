@@ -24,9 +24,10 @@ from benchmark_fixtures import (
     write_jsonl,
     write_knowledge_source,
 )
-from llm_utility.data import files, jobs, kilt, mapping, msmarco, twowiki
+from llm_utility.data import files, kilt, mapping, msmarco, twowiki
 from llm_utility.data.readers import DataFormatError
-from llm_utility.io import PASSAGES_SCHEMA, QUERIES_SCHEMA
+from llm_utility.pipeline import data as jobs
+from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from llm_utility.report.datasets import table6, table6_latex, table6_markdown
 
 # --- KILT task files -----------------------------------------------------------------------------

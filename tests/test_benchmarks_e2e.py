@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import run_workflow, workdir_sharing_models
+from workflow_runner import run_workflow, workdir_sharing_models
 from llm_utility.data import worldfacts
 
 pytestmark = pytest.mark.slow

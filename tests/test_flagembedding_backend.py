@@ -54,7 +54,7 @@ print(json.dumps({"flagembedding": version("FlagEmbedding"), "transformers": ver
 """
 
 
-@pytest.mark.slow  # builds a FlagEmbedding model in its own interpreter (~20 s)
+@pytest.mark.slow  # builds a FlagEmbedding model in its own interpreter
 def test_flagembedding_backend_matches_sentence_transformers(tmp_path):
     if not FLAG_PYTHON.exists():
         pytest.fail(f"{FLAG_PYTHON} is missing: run `make test`, which creates the FlagEmbedding virtualenv first")

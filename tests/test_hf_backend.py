@@ -1,7 +1,7 @@
 """Model specs, materialization and the transformers backend, on the real embedded demo models.
 
-Materializing dequantizes a GGUF (about 20 s for SmolLM2, 50 s for Gemma on 2 cores), so each model
-is materialized once per session: into resources/models/<slug> when the workflow already made it
+Materializing dequantizes a GGUF (far slower than loading the result), so each model is
+materialized once per session: into resources/models/<slug> when the workflow already made it
 there (then it is only checked), else there for the first time.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
-from llm_utility.generation.models import PromptTooLongError, cut_answer
+from llm_utility.generation import PromptTooLongError, cut_answer
 from llm_utility.weights import is_abandoned, work_folders
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_cut_answer_stops_only_after_the_answer_began():
 
 
 def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
-    from llm_utility.workflow import schema_defaults
+    from llm_utility.config import schema_defaults
 
     REV = "0123456789abcdef0123456789abcdef01234567"  # hub models must be pinned (weights.py)
 
@@ -166,7 +166,7 @@ def test_materialize_writes_safetensors_and_a_manifest(smollm2_manifest):
     mtime = (out / "model.safetensors").stat().st_mtime
     assert materialize("smollm2-135m", SPECS["smollm2-135m"], out) == smollm2_manifest
     assert (out / "model.safetensors").stat().st_mtime == mtime
-    # Loading the safetensors takes seconds, not the 18 s of dequantizing the GGUF.
+    # Loading the safetensors is much faster than dequantizing the GGUF.
     started = time.perf_counter()
     gen = load_generator(out / "manifest.json", SPECS["smollm2-135m"])  # a path works as well as the dict
     seconds = time.perf_counter() - started

@@ -161,7 +161,7 @@ def test_the_check_would_catch_a_shifted_position(tiny):
 
 
 def test_perplexity_is_transformers_own_loss_after_the_tokenizers_special_tokens(tiny):
-    from llm_utility.method.rankings import perplexity
+    from llm_utility.method.perplexity import perplexity
 
     texts = [PASSAGE, "What is the capital of Peru? " + PASSAGE, "Oslo Norway"]
     scored = tiny.score([("", t) for t in texts])
@@ -254,7 +254,7 @@ def test_demo_models_score_every_prompt_shape_as_a_direct_computation(demo_model
         prompt_ids = gen.encode(prompt)
         expected = direct_target_logprobs(gen.model, prompt_ids, gen.tokenizer(target, add_special_tokens=False)["input_ids"])
         assert got == pytest.approx(expected, abs=5e-4)
-    from llm_utility.method.rankings import perplexity
+    from llm_utility.method.perplexity import perplexity
 
     for text, logprobs in zip([passage, f"{question} {passage}"], batched):
         direct = direct_perplexity(gen.model, gen.tokenizer, text)
@@ -290,7 +290,7 @@ def judged(tiny_job_model, tmp_path_factory):
     import polars as pl
 
     from llm_utility import pipeline
-    from llm_utility.workflow import with_defaults
+    from llm_utility.config import with_defaults
 
     tmp = tmp_path_factory.mktemp(f"judge-{tiny.kind}")
     queries = pl.DataFrame(
@@ -516,7 +516,7 @@ def answered(tmp_path_factory):
 
     import llm_utility.generation as generation
     from llm_utility import pipeline
-    from llm_utility.workflow import with_defaults
+    from llm_utility.config import with_defaults
     from standin import stand_in_manifest, write_tiny_model
 
     tmp = tmp_path_factory.mktemp("answers")

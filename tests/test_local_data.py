@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from llm_utility.data.local import DataFormatError, load_corpus_tsv, load_queries_jsonl
-from llm_utility.io import PASSAGES_SCHEMA, QUERIES_SCHEMA
+from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 
 # The first record of DPR's psgs_w100.tsv in its own quoting, then plain and quoted variants.
 DPR_SAMPLE = (

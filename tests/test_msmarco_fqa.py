@@ -13,7 +13,8 @@ import tarfile
 import polars as pl
 import pytest
 
-from llm_utility.data import jobs, mapping, msmarco
+from llm_utility.data import mapping, msmarco
+from llm_utility.pipeline import data as jobs
 from llm_utility.data.readers import DataFormatError
 
 FACTUAL = ["LOCATION", "NUMERIC", "PERSON", "ENTITY"]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import snakemake_cmd
+from workflow_runner import snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import pytest
 import llm_utility.generation as generation
 from llm_utility import pipeline
 from llm_utility.generation.store import count_rows
-from llm_utility.workflow import with_defaults
+from llm_utility.config import with_defaults
 from standin import StandInGenerator, stand_in_manifest, write_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -236,8 +236,6 @@ def test_derived_answers(run):
 
 def test_report_jobs(run, tmp_path):
     """Every report job reads keyed inputs and writes its files."""
-    from llm_utility.workflow import with_defaults
-
     t, ans = run["tmp"], run["ans"]
     style = with_defaults("figures", {"dpi": 50})
     answers = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ("none", "topk", "union", "human", f"gold_C_from_{llm}", f"gold_U_from_{llm}")}
@@ -252,13 +250,13 @@ def test_report_jobs(run, tmp_path):
     judged = {(DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet") for llm in LLMS for m in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")}
     gold_c = {(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}
     known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
-    pipeline.table2_job(judgments=judged, gold=gold_c, **out("t2"))
+    pipeline.selection_table_job(table="table2", judgments=judged, gold=gold_c, **out("t2"))
     t2 = pl.read_csv(tmp_path / "t2.csv")
     assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "unparsed"} <= set(t2.columns)
     assert "**" in (tmp_path / "t2.md").read_text()
-    pipeline.table5_job(judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
+    pipeline.selection_table_job(table="table5", judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
     assert "No configured LLM" in (tmp_path / "t5.md").read_text()
-    pipeline.table8_job(judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
+    pipeline.selection_table_job(table="table8", judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
     t8 = pl.read_csv(tmp_path / "t8.csv")
     assert {"avg_selected_unknown", "avg_selected_known", "avg_selected_nonempty", "avg_selected_empty"} <= set(t8.columns)
     assert (t8["n_unknown"] + t8["n_known"] == t8["n_nonempty"] + t8["n_empty"]).all()
@@ -268,17 +266,17 @@ def test_report_jobs(run, tmp_path):
     t4 = pl.read_csv(tmp_path / "t4.csv")
     assert t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item() >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
     sel = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", f"selected_listwise_pa_from_{llm}"]}
-    pipeline.table3_job(answers=sel, known=known, **out("t3"))
+    pipeline.rag_table_job(table="table3", answers=sel, known=known, **out("t3"))
     t3 = pl.read_csv(tmp_path / "t3.csv")
     assert set(t3["source"]) == {"topk", "selected_listwise_pa_from_std-a", "selected_listwise_pa_from_std-b"}
     rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
-    pipeline.table7_job(answers=rer, known=known, **out("t7"))
+    pipeline.rag_table_job(table="table7", answers=rer, known=known, **out("t7"))
     fig = lambda name: {"png": str(tmp_path / f"{name}.png"), "pdf": str(tmp_path / f"{name}.pdf"), "csv": str(tmp_path / f"{name}.csv")}  # noqa: E731
     transfer = {(DATASET, llm, f"selected_listwise_pa_from_{s}"): ans(llm, f"selected_listwise_pa_from_{s}") for llm in LLMS for s in LLMS}
-    pipeline.figure9_job(answers=transfer, llms=list(LLMS), method="listwise_pa", style=style, **fig("f9"))
+    pipeline.selection_transfer_figure_job(answers=transfer, llms=list(LLMS), method="listwise_pa", style=style, **fig("f9"))
     assert pl.read_csv(tmp_path / "f9.csv").height == 4
     ppl = {(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}
-    pipeline.figure4_job(perplexity=ppl, answers={k: v for k, v in answers.items() if k[2] in ("none", "human")}, known=known, style=style, **fig("f4"))
+    pipeline.perplexity_figure_job(perplexity=ppl, answers={k: v for k, v in answers.items() if k[2] in ("none", "human")}, known=known, style=style, **fig("f4"))
     assert (tmp_path / "f4.png").read_bytes()[:4] == b"\x89PNG"
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
@@ -318,7 +316,7 @@ def test_a_prompt_that_does_not_fit_stops_the_job_before_any_call(run, tmp_path)
     """The stand-in model's context is 2048 tokens (its config.json): a 3000-word passage does not fit
     in the answer prompt, and the job names the dataset, query, context and length; with
     max_passage_tokens the passage is cut and the job runs."""
-    from llm_utility.generation.models import PromptTooLongError
+    from llm_utility.generation import PromptTooLongError
 
     long = PASSAGES.with_columns(pl.when(pl.col("pid") == "p3").then(pl.lit("word " * 3000)).otherwise(pl.col("text")).alias("text"))
     long.write_parquet(tmp_path / "passages.parquet")
@@ -341,7 +339,7 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     control tables, the cost table and the config; the tables carry intervals when asked."""
     import yaml
 
-    from llm_utility.workflow import schema_defaults
+    from llm_utility.config import schema_defaults
 
     t, ans = run["tmp"], run["ans"]
     report_cfg = schema_defaults("report")
@@ -394,7 +392,7 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     assert ((table["lo"] <= table["correct"] + 1e-9) & (table["correct"] <= table["hi"] + 1e-9)).all()
     assert "<sub>[" in Path(t1["md"]).read_text() and r"\scriptsize" in Path(t1["tex"]).read_text()
     t2 = {k: str(tmp_path / f"t2.{k}") for k in ("csv", "md", "tex")}
-    pipeline.table2_job(judgments=judged, gold={(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}, intervals=report_cfg, **t2)
+    pipeline.selection_table_job(table="table2", judgments=judged, gold={(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}, intervals=report_cfg, **t2)
     t2_table = pl.read_csv(t2["csv"])
     assert t2_table.columns[t2_table.columns.index("f1") + 1 : t2_table.columns.index("f1") + 3] == ["f1_lo", "f1_hi"]
     assert "<sub>[" in Path(t2["md"]).read_text()

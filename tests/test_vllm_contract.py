@@ -21,7 +21,7 @@ vllm = pytest.importorskip(
     "vllm", reason="vLLM is not installed here; `make vllm-contract` runs this file in .venv-vllm"
 )
 
-from llm_utility.generation.models import normalize_spec  # noqa: E402
+from llm_utility.generation.specs import normalize_spec  # noqa: E402
 from llm_utility.generation.vllm_backend import (  # noqa: E402
     engine_kwargs,
     sampling_kwargs,

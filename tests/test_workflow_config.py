@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snakemake_cmd
+from workflow_runner import snakemake_cmd
 
 
 def test_lint_clean(repo):
@@ -59,7 +59,7 @@ FULL_ANSWER_TOKENS = {("listwise", 20): 97, ("rank", 20): 116, ("listwise", 5): 
 def test_output_caps_hold_a_full_listwise_answer(repo, config, k):
     import yaml
 
-    from llm_utility.workflow import with_defaults
+    from llm_utility.config import with_defaults
 
     cfg = yaml.safe_load((repo / "config" / config).read_text())
     assert cfg["top_k"] == k

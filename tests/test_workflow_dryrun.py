@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import snakemake_cmd
+from workflow_runner import snakemake_cmd
 
 
 def _dry_run(cwd, *args):
@@ -55,7 +55,7 @@ def test_paper_config_resolves_full_dag(paper_dag):
     assert counts["judge"] == counts["rank_retriever"] == counts["answer_judgments"] == n_datasets * n_llms
     assert counts["judge_thinking"] == counts["answer_thinking"] == n_thinking
     assert counts["qrels"] == n_datasets * n_llms * 2
-    for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure4", "figure9"):
+    for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
         assert counts[table] == 1, table
     assert counts["figure_transfer"] == 3
     assert counts["encode_corpus_shard"] == 2 * 64  # two corpora, 64 GPU shards each

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import run_workflow, workdir_sharing_models
+from workflow_runner import run_workflow, workdir_sharing_models
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
 
@@ -59,7 +59,7 @@ REPORTED = [
     "results/tables/findings.html",
     "results/findings.json",
     *(f"results/tables/{name}.md" for name in (
-        "retrieval", "table1_rag", "empty_answers", "table2_selection", "table3_rag_selection", "table4_ranking", "table5_thinking",
+        "retrieval", "table1_rag", "empty_answers", "table6_datasets", "table2_selection", "table3_rag_selection", "table4_ranking", "table5_thinking",
         "table7_rag_reranked", "table8_known_rejection", "external_runs", "transfer_unknown_both_U",
         "transfer_unknown_both_C", "cost",
     )),
@@ -69,7 +69,7 @@ REPORTED = [
     )),
     "results/config.yaml",
 ]
-FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure4", "figure9"}
+FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure_perplexity", "figure_selection_transfer"}
 
 
 def _tiny_config(repo, workdir):
@@ -273,7 +273,7 @@ def test_a_job_runs_by_hand_with_the_workflows_paths(repo, demo):
     before = table.read_text()
     table.unlink()
     out = subprocess.run(
-        [sys.executable, str(repo / "workflow/scripts/table2.py"), "--configfile", str(cfg_path)],
+        [sys.executable, str(repo / "workflow/scripts/selection_table.py"), "table2", "--configfile", str(cfg_path)],
         cwd=workdir, capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]

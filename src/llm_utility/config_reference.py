@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+from .config import SCHEMA
+
 COMMAND = "python -m llm_utility.config_reference docs/configuration.md"
 # Named definitions of the schema and the words the reference uses for them.
 _REFS = {"#/definitions/slug": "slug", "#/definitions/file": "[file spec](#file-specs)"}

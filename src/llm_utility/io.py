@@ -14,17 +14,6 @@ from pathlib import Path
 
 import polars as pl
 
-# Column schemas of the workflow's interchange files (documented in docs/outputs.md).
-QUERIES_SCHEMA = {
-    "qid": pl.String,
-    "question": pl.String,
-    "answers": pl.List(pl.String),
-    "human_pids": pl.List(pl.String),
-    "task": pl.String,
-}
-PASSAGES_SCHEMA = {"pid": pl.String, "title": pl.String, "text": pl.String}
-RUN_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}
-TASKS = ("qa", "fact")
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 

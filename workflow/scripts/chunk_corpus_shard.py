@@ -12,7 +12,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.jobs import chunk_corpus_shard_job  # noqa: E402
+from llm_utility.pipeline.data import chunk_corpus_shard_job  # noqa: E402
 
 chunk_corpus_shard_job(
     knowledge_source=snakemake.input.knowledge_source,

@@ -12,7 +12,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.jobs import download_job  # noqa: E402
+from llm_utility.pipeline.data import download_job  # noqa: E402
 
 spec = snakemake.params.spec
 download_job(

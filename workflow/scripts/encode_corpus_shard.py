@@ -10,7 +10,7 @@ if "snakemake" not in globals():
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (before torch is imported)
 from llm_utility.workflow import gpu_lock_dir  # noqa: E402

@@ -18,7 +18,7 @@ from llm_utility.generation.store import job_name  # noqa: E402
 from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
 
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
-    from llm_utility.data.jobs import extract_answers_job
+    from llm_utility.pipeline.data import extract_answers_job
 
     extract_answers_job(
         queries=snakemake.input.queries,

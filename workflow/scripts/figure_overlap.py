@@ -10,7 +10,7 @@ if "snakemake" not in globals():
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
 from llm_utility.pipeline import overlap_figure_job  # noqa: E402
 from llm_utility.workflow import keyed_inputs  # noqa: E402

@@ -12,7 +12,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.jobs import load_queries_job  # noqa: E402
+from llm_utility.pipeline.data import load_queries_job  # noqa: E402
 
 load_queries_job(
     name=snakemake.wildcards.dataset,

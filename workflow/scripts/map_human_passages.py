@@ -12,7 +12,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.jobs import map_human_passages_job  # noqa: E402
+from llm_utility.pipeline.data import map_human_passages_job  # noqa: E402
 
 map_human_passages_job(
     dataset=snakemake.wildcards.dataset,

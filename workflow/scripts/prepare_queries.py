@@ -13,7 +13,7 @@ from llm_utility.logs import log_to
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.data.jobs import prepare_queries_job  # noqa: E402
+from llm_utility.pipeline.data import prepare_queries_job  # noqa: E402
 
 prepare_queries_job(
     name=snakemake.wildcards.dataset,

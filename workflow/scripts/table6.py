@@ -10,9 +10,9 @@ if "snakemake" not in globals():
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
-from llm_utility.report.datasets import table6_job  # noqa: E402
+from llm_utility.pipeline import table6_job  # noqa: E402
 
 table6_job(
     datasets=snakemake.params.datasets,

@@ -13,24 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-SOURCE_QUERIES_SCHEMA = {
-    "qid": pl.String,
-    "question": pl.String,
-    "answers": pl.List(pl.String),
-    "task": pl.String,
-}
-EVIDENCE_SCHEMA = {
-    "qid": pl.String,
-    "ref": pl.String,
-    "wikipedia_id": pl.String,
-    "title": pl.String,
-    "start_paragraph": pl.Int32,
-    "start_char": pl.Int32,
-    "end_paragraph": pl.Int32,
-    "end_char": pl.Int32,
-    "text": pl.String,
-    "pid": pl.String,
-}
+from ..schemas import EVIDENCE_SCHEMA, SOURCE_QUERIES_SCHEMA
+
 EVIDENCE_FIELDS = tuple(EVIDENCE_SCHEMA)
 
 

@@ -73,6 +73,38 @@ def local_path(spec: str | Mapping, data_dir: str) -> str:
     return str(Path(data_dir) / name)
 
 
+def configured_files(config: Mapping) -> dict[tuple[str, str, str], tuple[dict, str]]:
+    """``{(section, name, key): (spec, kind)}`` of every data file the validated config names
+    (section ``corpora`` or ``datasets``; kind: where it is published, ``WHERE_TO_GET``)."""
+    out = {}
+    for section, files_by_source in (("corpora", CORPUS_FILES), ("datasets", DATASET_FILES)):
+        for name, cfg in config[section].items():
+            for key, kind in files_by_source.get(cfg["source"], {}).items():
+                if cfg.get(key) is not None:
+                    out[(section, name, key)] = (normalize_spec(cfg[key]), kind)
+    return out
+
+
+def data_paths(config: Mapping) -> dict[tuple[str, str, str], str]:
+    """Where each data file of ``configured_files`` is (or lands once downloaded)."""
+    return {key: local_path(spec, config["data_dir"]) for key, (spec, _) in configured_files(config).items()}
+
+
+def downloads_and_missing(
+    files: Mapping[tuple[str, str, str], tuple[dict, str]], data_dir: str
+) -> tuple[dict[str, dict], dict[str, str]]:
+    """The files of ``configured_files`` to download (path -> spec) and the local ones that are
+    absent (path -> the message that says where to get them)."""
+    downloads, missing = {}, {}
+    for (section, name, key), (spec, kind) in files.items():
+        path = local_path(spec, data_dir)
+        if spec.get("url"):
+            downloads[path] = spec
+        elif not os.path.exists(path):
+            missing[path] = missing_message(path, f"{section}.{name}.{key}", kind)
+    return downloads, missing
+
+
 def missing_message(path: str, key: str, kind: str, url: str | None = None) -> str:
     where = f"from {url}" if url else f"from {WHERE_TO_GET.get(kind, WHERE_TO_GET['local'])}"
     return (

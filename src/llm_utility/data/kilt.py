@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 import polars as pl
 import pyarrow as pa
 
+from ..schemas import SHARD_ARROW
 from .evidence import distinct, evidence_frame, queries_frame
 from .readers import DataFormatError, as_id, decode_line, display_name, iter_jsonl, parse_json_line, read_json_document
 
@@ -40,17 +41,6 @@ _HEADING = "Section::::"
 _BULLET = re.compile(r"^BULLET::::-?\s*")
 _WORD = re.compile(r"\S+")
 
-SPANS_ARROW = pa.schema(
-    [
-        ("pid", pa.string()),
-        ("wikipedia_id", pa.string()),
-        ("start_paragraph", pa.int32()),
-        ("start_char", pa.int32()),
-        ("end_paragraph", pa.int32()),
-        ("end_char", pa.int32()),
-    ]
-)
-SHARD_ARROW = pa.schema([("pid", pa.string()), ("title", pa.string()), ("text", pa.string())] + list(SPANS_ARROW)[1:])
 
 
 # --- task files ----------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from llm_utility.io import PASSAGES_SCHEMA, QUERIES_SCHEMA, TASKS, atomic_path, conform
+from llm_utility.io import atomic_path, conform
+from llm_utility.schemas import PASSAGES_ARROW, PASSAGES_SCHEMA, QUERIES_SCHEMA, TASKS
 
 from .readers import DataFormatError, as_id, display_name, iter_jsonl, iter_lines
 
@@ -52,7 +53,6 @@ __all__ = [
 TSV_HEADER = ["id", "text", "title"]
 _CHUNK_ROWS = 50_000  # rows per chunk (and Parquet row group): bounds the Python objects alive at once
 _FIELD_LIMIT = 1 << 24  # csv's default 128 KiB field limit is too small for some long passages
-PASSAGES_ARROW = pa.schema([("pid", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 
 class Chunk:

@@ -29,9 +29,8 @@ from collections.abc import Iterable, Mapping
 import polars as pl
 
 from llm_utility.metrics import dpr_tokens
+from llm_utility.schemas import HUMAN_SCHEMA, UNMAPPED_SCHEMA
 
-HUMAN_SCHEMA = {"qid": pl.String, "ref": pl.String, "pid": pl.String}
-UNMAPPED_SCHEMA = {"qid": pl.String, "ref": pl.String, "reason": pl.String}
 NGRAM = 8
 
 # Reasons an annotation maps to no passage.

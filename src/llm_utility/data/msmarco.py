@@ -35,18 +35,12 @@ from collections.abc import Iterator
 import polars as pl
 
 from llm_utility.metrics import has_answer
+from llm_utility.schemas import EXTRACTION_SCHEMA
 
 from .evidence import distinct, evidence_frame, queries_frame
 from .readers import DataFormatError, as_id, display_name, iter_lines, read_json_document
 
 NO_ANSWER = "No Answer Present."
-EXTRACTION_SCHEMA = {
-    "qid": pl.String,
-    "long_answer": pl.String,
-    "output": pl.String,
-    "short_answer": pl.String,
-    "kept": pl.Boolean,
-}
 
 
 def _column(doc: dict, key: str, name: str) -> dict:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from ..io import PASSAGES_SCHEMA, QUERIES_SCHEMA, conform
+from ..io import conform
+from ..schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from . import local, worldfacts
 from .files import normalize_spec
 

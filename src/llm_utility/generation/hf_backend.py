@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from .models import Generator, cut_answer
+from .generator import Generator, cut_answer
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -27,7 +27,7 @@ class _StopOnText(StoppingCriteria):
 
     Decoding the few new tokens every step is cheap, and it matches exactly the cut applied to the
     output afterwards and vLLM's semantics. transformers' own ``stop_strings`` scans the whole
-    vocabulary per ``generate`` call (0.5 s for Gemma's 262k tokens) and also matches across the
+    vocabulary per ``generate`` call (costly with Gemma's 262k tokens) and also matches across the
     prompt boundary.
     """
 

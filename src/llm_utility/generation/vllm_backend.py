@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .models import Generator, cut_answer
+from .generator import Generator, cut_answer
 
 log = logging.getLogger(__name__)
 START_METHOD = "spawn"

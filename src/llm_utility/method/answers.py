@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..metrics import score_answer
+from ..schemas import ANSWERS_SCHEMA, CANDIDATES_SCHEMA
 from .prompts import Passage, answer_prompt
 
 CANDIDATE_CONTEXTS = ("none", "single", "topk", "union", "human")
@@ -34,16 +35,6 @@ CONTEXT_PATTERNS = {
     "gold": re.compile(rf"^gold_(?P<candidates>[CU])_from_(?P<source>{_SLUG})$"),
     "selected": re.compile(rf"^selected_(?P<method>[a-z0-9_]+?)_from_(?P<source>{_SLUG})$"),
     "reranked": re.compile(r"^reranked_(?P<method>[a-z0-9_]+)_top(?P<n>[0-9]+)$"),
-}
-ANSWERS_SCHEMA = {"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "correct": pl.Boolean}
-CANDIDATES_SCHEMA = {
-    "qid": pl.String,
-    "pid": pl.String,
-    "rank": pl.Int32,
-    "in_C": pl.Boolean,
-    "human": pl.Boolean,
-    "title": pl.String,
-    "text": pl.String,
 }
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..schemas import GOLD_SCHEMA
 from .answers import Candidates
 
-GOLD_SCHEMA = {"qid": pl.String, "pid": pl.String}
 
 
 def known_flags(none_answers: pl.DataFrame) -> pl.DataFrame:

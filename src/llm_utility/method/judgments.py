@@ -11,14 +11,22 @@ method is a fixed recipe named in config (``judgments.methods``, ``rankings.meth
     ..._think            judged with thinking on (models with a thinking switch only)
     ..._reject           the known-rejection instruction added (Appendix E)
 
-Prompt rendering is deterministic, so the store serves every repeated judgment.
+Prompt rendering is deterministic, so the store serves every repeated judgment. A judge job's
+methods all read one ``JudgeTask``: the judged queries, their candidates, the pseudo-answers, the
+prompt wordings and the model session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import polars as pl
+
+from ..generation.generator import strip_thinking
+from ..schemas import JUDGMENTS_SCHEMA
+from .parsing import parse_selection, parse_yes_no
 from .prompts import Passage, render_passages
 
 
@@ -159,3 +167,72 @@ def check_output_cap(generator, form: str, k: int, max_new_tokens: int, key: str
             f"{key} is {max_new_tokens}, but listing all {k} candidates ({full_answer(form, min(k, 3))}, ...) "
             f"takes {needed} tokens of {generator.slug}'s tokenizer: raise {key} to fit them and a sentence"
         )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judging
+
+
+@dataclass(frozen=True)
+class JudgeTask:
+    """What every judgment and ranking of one (dataset, LLM) job reads.
+
+    ``queries``: the judged queries (qid, question, task); ``pools``: each judged query's candidates
+    C in retrieval order; ``passages``: their text as the prompts hold it (cut to the model's
+    ``max_passage_tokens``); ``pseudo_answers``: answer context (``topk``, ``topk_think``) -> qid ->
+    the model's answer; ``prompts``: the wordings (``config/prompts.yaml``); ``spec``: the model spec;
+    ``generator`` and ``calls``: the loaded model and its generation-store session.
+    """
+
+    dataset: str
+    queries: pl.DataFrame
+    pools: Mapping[str, Sequence[str]]
+    passages: Mapping[str, Passage]
+    pseudo_answers: Mapping[str, Mapping[str, str]]
+    prompts: Mapping
+    spec: Mapping[str, Any]
+    generator: Any
+    calls: Any
+
+    def questions(self) -> dict[str, str]:
+        return dict(self.queries.select("qid", "question").iter_rows())
+
+    def tasks(self) -> dict[str, str]:
+        return dict(self.queries.select("qid", "task").iter_rows())
+
+
+def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int) -> pl.DataFrame:
+    """One selection method's judgments of every candidate of C: columns qid, pid, selected, parsed,
+    output (the raw output; a listwise method's is the same on all candidates of a query). An output
+    that does not parse is a row with ``parsed = false`` and nothing selected."""
+    gen, wordings = task.generator, task.prompts
+    answers = task.pseudo_answers.get(method.pseudo_context, {}) if method.pseudo_context else None
+    keys, texts = [], []
+    for qid, question in task.queries.select("qid", "question").iter_rows():
+        answer = answers.get(qid, "") if answers is not None else None
+        pool = [task.passages[p] for p in task.pools[qid]]
+        if method.form == "pointwise":
+            for passage in pool:
+                keys.append((qid, passage.pid))
+                texts.append(render_judgment(wordings, method, gen, pointwise_prompt(wordings, method, question, passage, answer)))
+        else:
+            keys.append((qid, None))
+            texts.append(render_judgment(wordings, method, gen, listwise_messages(wordings, method, question, pool, answer)))
+    labels = [f"dataset {task.dataset}, query {qid}, judgment {method.name}" for qid, _ in keys]
+    gen.check_fits(texts, labels, reserve=max_new_tokens)
+    outputs = task.calls.generate(
+        gen, texts, max_new_tokens=max_new_tokens, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
+        desc=f"{gen.slug} {task.dataset} {method.name}",
+    )
+    rows = []
+    for (qid, pid), raw in zip(keys, outputs, strict=True):
+        out = strip_thinking(raw) if "</think>" in raw else raw
+        if method.form == "pointwise":
+            selected, parsed = parse_yes_no(out)
+            rows.append((qid, pid, selected, parsed, raw))
+        else:
+            pool = task.pools[qid]
+            ids, parsed = parse_selection(out, len(pool))
+            chosen = {pool[i - 1] for i in ids}
+            rows += [(qid, p, p in chosen, parsed, raw) for p in pool]
+    return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, orient="row")

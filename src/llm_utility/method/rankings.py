@@ -4,23 +4,28 @@ per-passage scores (likelihood, Eq. 7; attention, Eq. 6), into one table shape.
 A ranking table has one row per candidate of every ranked query: qid, pid, rank (1 = most useful),
 score (higher = more useful; the method's own scale), parsed (whether the model's output or score
 could be read; when not, the ranking is the retrieval order).
+
+``RANKING_METHODS`` names every method (config ``rankings.methods``) and how it ranks a
+``JudgeTask``: the retriever's order (no model), a verbalized listwise ranking (a generation), the
+likelihood of the pseudo-answer after each passage (a scoring) or the pseudo-answer's attention to
+each passage (an attention call).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
-RANKING_METHODS = ("retriever", "listwise", "listwise_pa", "likelihood", "attention")
-RANKINGS_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float64, "parsed": pl.Boolean}
-
-
-def ranking_method(name: str) -> str:
-    if name not in RANKING_METHODS:
-        raise ValueError(f"unknown ranking method {name!r}; valid: {', '.join(RANKING_METHODS)}")
-    return name
+from ..generation.store import AttentionRequest
+from ..schemas import RANKINGS_SCHEMA
+from .judgments import VERBAL_RANKING_METHODS, JudgeTask, JudgmentMethod, check_output_cap, listwise_messages, render_judgment
+from .parsing import parse_ranking
+from .prompts import answer_prompt, render_passages
 
 
 def from_scores(pools: Mapping[str, Sequence[str]], scores: Mapping[str, Sequence[float]], parsed: Mapping[str, bool]) -> pl.DataFrame:
@@ -69,6 +74,103 @@ def likelihood_score(logprobs: Sequence[float], normalization: str) -> float:
     return total / len(logprobs) if normalization == "mean" else total
 
 
-def perplexity(logprobs: Sequence[float]) -> float:
-    """exp of the mean negative log-probability; NaN for no token."""
-    return math.exp(-sum(logprobs) / len(logprobs)) if logprobs else math.nan
+def retrieval_order(pools: Mapping[str, Sequence[str]]) -> pl.DataFrame:
+    """Each pool in its retrieval order: Table 4's baseline."""
+    return from_orders(pools, {qid: list(range(1, len(p) + 1)) for qid, p in pools.items()}, dict.fromkeys(pools, True))
+
+
+# ---------------------------------------------------------------------------------------------------
+# How each method ranks a judge job's pools. ``cfg`` is the ``rankings`` config section.
+
+
+def _retriever(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
+    return retrieval_order(task.pools)
+
+
+def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
+    """Eq. 5: the model orders the numbered candidates (``[i] > [j] > ...``), with the pseudo-answer
+    (its ``topk`` answer) where the method has one."""
+    gen, pools, questions = task.generator, task.pools, task.questions()
+    pseudo = task.pseudo_answers.get("topk", {})
+    texts = [
+        render_judgment(
+            task.prompts, method, gen,
+            listwise_messages(task.prompts, method, questions[qid], [task.passages[p] for p in pool], pseudo.get(qid, "") if method.pseudo_answer else None),
+        )
+        for qid, pool in pools.items()
+    ]
+    max_new = cfg["max_new_tokens"]
+    check_output_cap(gen, "rank", max(map(len, pools.values()), default=0), max_new, "rankings.max_new_tokens")
+    gen.check_fits(texts, [f"dataset {task.dataset}, query {qid}, ranking {method.name}" for qid in pools], reserve=max_new)
+    outs = task.calls.generate(
+        gen, texts, max_new_tokens=max_new, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
+        desc=f"{gen.slug} {task.dataset} rank {method.name}",
+    )
+    orders, parsed = {}, {}
+    for (qid, pool), out in zip(pools.items(), outs, strict=True):
+        orders[qid], parsed[qid] = parse_ranking(out, len(pool))
+    return from_orders(pools, orders, parsed)
+
+
+def _likelihood(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
+    """Eq. 7: log P(pseudo-answer | q, d_i), the pseudo-answer as the answer turn after the
+    one-passage answer prompt (the ``single`` prompt), for every candidate."""
+    gen, pools, questions, tasks = task.generator, task.pools, task.questions(), task.tasks()
+    pseudo = task.pseudo_answers.get("topk", {})
+    keys, pairs = [], []
+    for qid, pool in pools.items():
+        for pid in pool:
+            prompt = gen.render(answer_prompt(task.prompts, tasks[qid], questions[qid], [task.passages[pid]]))
+            keys.append(qid)
+            pairs.append((prompt, pseudo.get(qid, "")))
+    gen.check_fits([p for p, _ in pairs], [f"dataset {task.dataset}, query {k}, likelihood" for k in keys], reserve=64)
+    logprobs = task.calls.score(gen, pairs, batch_size=task.spec["batch_size"], desc=f"{gen.slug} {task.dataset} likelihood")
+    scores: dict[str, list[float]] = {qid: [] for qid in pools}
+    for qid, lp in zip(keys, logprobs, strict=True):
+        scores[qid].append(likelihood_score(lp, cfg["likelihood_normalization"]))
+    parsed = {qid: bool(pseudo.get(qid, "").strip()) for qid in pools}
+    return from_scores(pools, scores, parsed)
+
+
+def _attention(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
+    """Eq. 6: the answer generated with all of C (its pseudo-answer) attending to each passage."""
+    gen, pools, questions, tasks = task.generator, task.pools, task.questions(), task.tasks()
+    pseudo = task.pseudo_answers.get("topk", {})
+    requests = []
+    for qid, pool in pools.items():
+        prompt = gen.render(answer_prompt(task.prompts, tasks[qid], questions[qid], [task.passages[p] for p in pool]))
+        rendered = [render_passages(task.prompts, [task.passages[p]]) for p in pool]
+        requests.append(AttentionRequest(prompt, passage_spans(prompt, rendered), pseudo.get(qid, "")))
+    gen.check_fits([r.prompt for r in requests], [f"dataset {task.dataset}, query {qid}, attention" for qid in pools], reserve=64)
+    masses = task.calls.attention(gen, requests, pooling=cfg["attention_pooling"], desc=f"{gen.slug} {task.dataset} attention")
+    return from_scores(pools, dict(zip(pools, masses, strict=True)), dict.fromkeys(pools, True))
+
+
+@dataclass(frozen=True)
+class RankingMethod:
+    """One ranking method: its name and how it ranks a judge job's pools (``rank(task, cfg)``).
+    ``attention`` methods run on ``rankings.attention_backend`` (vLLM exposes no attention weights)."""
+
+    name: str
+    rank: Callable[[JudgeTask, Mapping[str, Any]], pl.DataFrame]
+    uses_model: bool = True
+    attention: bool = False
+
+
+RANKING_METHODS: dict[str, RankingMethod] = {
+    "retriever": RankingMethod("retriever", _retriever, uses_model=False),
+    **{
+        name: RankingMethod(name, functools.partial(_verbal, method))
+        for name, method in VERBAL_RANKING_METHODS.items()
+    },
+    "likelihood": RankingMethod("likelihood", _likelihood),
+    "attention": RankingMethod("attention", _attention, attention=True),
+}
+
+
+def ranking_method(name: str) -> RankingMethod:
+    """The ranking method called ``name``; an unknown name stops with the list of valid ones."""
+    try:
+        return RANKING_METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown ranking method {name!r}; valid: {', '.join(RANKING_METHODS)}") from None

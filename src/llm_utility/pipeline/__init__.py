@@ -1,9 +1,12 @@
-"""The jobs behind the workflow's rules, as plain functions of file paths: the one place where jobs
-meet files. Each workflow script calls exactly one of them; tests call them directly.
+"""The jobs behind the workflow's rules, as plain functions of file paths: each reads the files its
+rule declares, calls the method and report layers, and writes its outputs atomically. Each workflow
+script calls one of them; tests call them directly.
 
-Grouped by stage as the DAG is: ``retrieval``, ``answers`` (candidate passages, answers, gold sets),
-``judgments`` (selections, rankings, perplexity, qrels) and ``report``; the functions are re-exported
-here, so a script reads ``pipeline.table1_job``.
+Grouped by stage as the DAG is: ``data`` (corpora and query sets), ``retrieval``, ``answers``
+(candidate passages, answers, gold sets), ``judgments`` (selections, rankings, perplexity, qrels),
+``report`` (tables and figures) and ``findings`` (findings, the transfer control, cost, config). The
+jobs of every stage but ``data`` are re-exported here, so a script reads ``pipeline.table1_job``;
+``common`` holds what the jobs that load a model share.
 """
 
 from .answers import answer_job, candidates_job, gold_job, read_candidates
@@ -12,47 +15,43 @@ from .judgments import judge_job, qrels_job, rank_retriever_job
 from .report import (
     empty_answers_job,
     external_runs_job,
-    figure4_job,
-    figure9_job,
     overlap_figure_job,
+    perplexity_figure_job,
+    rag_table_job,
+    selection_table_job,
+    selection_transfer_figure_job,
     table1_job,
-    table2_job,
-    table3_job,
     table4_job,
-    table5_job,
-    table7_job,
-    table8_job,
+    table6_job,
     topk_figure_job,
     transfer_figure_job,
 )
 from .retrieval import retrieval_table_job, retrieve_job
 
 __all__ = [
+    "answer_job",
+    "candidates_job",
     "config_job",
     "cost_job",
-    "findings_job",
-    "transfer_unknown_job",
-    "answer_job",
-    "external_runs_job",
-    "figure4_job",
-    "figure9_job",
-    "judge_job",
-    "qrels_job",
-    "rank_retriever_job",
-    "table2_job",
-    "table3_job",
-    "table4_job",
-    "table5_job",
-    "table7_job",
-    "table8_job",
-    "candidates_job",
     "empty_answers_job",
+    "external_runs_job",
+    "findings_job",
     "gold_job",
+    "judge_job",
     "overlap_figure_job",
+    "perplexity_figure_job",
+    "qrels_job",
+    "rag_table_job",
+    "rank_retriever_job",
     "read_candidates",
     "retrieval_table_job",
     "retrieve_job",
+    "selection_table_job",
+    "selection_transfer_figure_job",
     "table1_job",
+    "table4_job",
+    "table6_job",
     "topk_figure_job",
     "transfer_figure_job",
+    "transfer_unknown_job",
 ]

@@ -7,10 +7,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..io import QUERIES_SCHEMA, RUN_SCHEMA, read_table, write_parquet
-from ..method.answers import CANDIDATES_SCHEMA, Candidates, answer_contexts, candidates_table, context_requests
+from ..io import read_table, write_parquet
+from ..method.answers import Candidates, answer_contexts, candidates_table, context_requests
 from ..method.gold import gold_sets, known_flags
 from ..method.prompts import load_prompts
+from ..schemas import CANDIDATES_SCHEMA, QUERIES_SCHEMA, RUN_SCHEMA
 from .common import empty_share, model_session, truncate_passages
 
 _log = logging.getLogger("llm_utility")

@@ -8,13 +8,16 @@ to its queries. Datasets and LLMs appear in the order of the keys.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
-from ..io import QUERIES_SCHEMA, read_table
-from ..method.gold import GOLD_SCHEMA
+from ..io import read_table
+from ..schemas import GOLD_SCHEMA, QUERIES_SCHEMA
 
 _log = logging.getLogger("llm_utility")
 
@@ -135,54 +138,129 @@ def _read_known(known: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], p
     return {key: read_table(path).select("qid", "known") for key, path in known.items()}
 
 
+@dataclass(frozen=True)
+class GroupedTable:
+    """A judgment table's title, note and layout (``report.tables.write_grouped_table``): one block
+    per ``group``, rows ``index``, columns ``values`` (column, header, which is best) per ``across``.
+    ``note_suffix`` follows the note, also a note a rule gives instead of ``note``."""
+
+    title: str
+    note: str
+    group: str
+    index: tuple[str, ...]
+    across: str
+    values: tuple[tuple[str, str, str], ...]
+    note_suffix: str = ""
+
+
 # Each metric with the unparsed share of its own queries beside it (an unparsed output counts as a
 # failure in the metric; the share says how much of it is parsing).
-_SELECTION_VALUES = [
+_SELECTION_VALUES = (
     ("f1", "F1", "max"), ("unparsed_nonempty", "unparsed % (F1)", ""),
     ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed_empty", "unparsed % (Acc)", ""),
-]
+)
 _UNPARSED_NOTE = (
     "An output that does not parse is a failure: it selects nothing (a miss for F1) and is never a "
     "correct rejection (Acc); unparsed %: share of the metric's queries whose output (pointwise: one "
     "of its outputs) did not parse."
 )
+_KNOWN_SPLIT_VALUES = (("unknown", "Unk", "max"), ("known", "Known", "max"))
 
-
-def table2_job(*, judgments, gold, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
-    """Table 2: utility selection per method, LLM and dataset: F1 on queries whose gold set (C) is
-    not empty, Accuracy (nothing selected) on those where it is empty, and the unparsed share."""
-    from ..report.judgments import selection_scores
-    from ..report.tables import write_grouped_table
-
-    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
-    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
-    write_grouped_table(
-        scores, csv, md, tex, title="Table 2: utility-based selection (F1 / Accuracy, %)",
+# Tables of selection scores (``report.judgments.selection_scores``), by rule.
+SELECTION_TABLES = {
+    "table2": GroupedTable(
+        title="Table 2: utility-based selection (F1 / Accuracy, %)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
         "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
-        group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
+        group="llm", index=("method",), across="dataset", values=_SELECTION_VALUES,
+    ),
+    "table5": GroupedTable(
+        title="Table 5: thinking in utility judgments (F1, %)",
+        note="(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
+        group="llm", index=("method",), across="dataset", values=_SELECTION_VALUES, note_suffix=_UNPARSED_NOTE,
+    ),
+    "table8": GroupedTable(
+        title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
+        note="P/R/F1 over queries whose gold set is not empty; count (unknown / known): average passages "
+        "selected on the queries the LLM answers wrongly / correctly with no passage (the paper's split); "
+        "count (non-empty / empty gold): the same by gold set, an extra split (an unknown query that no single "
+        "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
+        + _UNPARSED_NOTE,
+        group="dataset", index=("llm",), across="method",
+        values=(("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""), ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
+                ("avg_selected_unknown", "count (unknown)", ""), ("avg_selected_known", "count (known)", ""),
+                ("unparsed_unknown", "unparsed % (unknown)", ""), ("unparsed_known", "unparsed % (known)", ""),
+                ("avg_selected_nonempty", "count (non-empty gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
+                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", "")),
+    ),
+}
+# Tables of RAG answers on the LLM's unknown and known queries against the top-k
+# (``report.judgments.known_split``), by rule.
+RAG_TABLES = {
+    "table3": GroupedTable(
+        title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
+        note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
+        "Over the judged queries.",
+        group="llm", index=("source",), across="dataset", values=_KNOWN_SPLIT_VALUES,
+    ),
+    "table7": GroupedTable(
+        title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
+        note="Over the judged queries.",
+        group="llm", index=("source",), across="dataset", values=_KNOWN_SPLIT_VALUES,
+    ),
+}
+
+
+def _write_grouped(frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "") -> None:
+    from ..report.tables import write_grouped_table
+
+    text = (note or layout.note) + (" " + layout.note_suffix if layout.note_suffix else "")
+    write_grouped_table(
+        frame, csv, md, tex, title=layout.title, note=text, group=layout.group,
+        index=list(layout.index), across=layout.across, values=list(layout.values),
     )
 
 
-def table3_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
-    """Table 3: RAG with the LLM's own selections vs the top-k, on its unknown and known queries."""
+def selection_table_job(
+    *,
+    table: str,
+    judgments,
+    gold,
+    csv: str,
+    md: str,
+    tex: str,
+    known=None,
+    intervals: Mapping[str, Any] | None = None,
+    note: str = "",
+) -> None:
+    """Table 2 (selection per method, LLM and dataset: F1 on queries whose gold set (C) is not empty,
+    Accuracy (nothing selected) on those where it is empty, each with its unparsed share), Table 5
+    (with thinking on and off) or Table 8 (known-rejection: precision, recall, F1 (non-empty gold),
+    the average number of passages selected on unknown and on known queries (the paper's caption;
+    ``known``: the known flags), and, as extra columns, on queries with a non-empty and an empty
+    gold set, with Acc and the unparsed shares), as ``SELECTION_TABLES[table]`` lays it out;
+    ``note`` replaces the table's own note (a table with nothing to compare says why)."""
+    from ..report.judgments import selection_scores
+
+    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
+    flags = _read_known(known) if known else None
+    scores = _with_selection_intervals(selection_scores(judged, gold_c, flags), judged, gold_c, intervals, flags)
+    _write_grouped(scores, SELECTION_TABLES[table], csv, md, tex, note)
+
+
+def rag_table_job(*, table: str, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
+    """Table 3 (RAG with the LLM's own selections) or Table 7 (with the top passages of its utility
+    rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``)."""
     from ..report.judgments import known_split
-    from ..report.tables import write_grouped_table
 
     frames, flags = _read_keyed(answers), _read_known(known)
     split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
-    write_grouped_table(
-        split, csv, md, tex, title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
-        note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
-        "Over the judged queries.",
-        group="llm", index=["source"], across="dataset", values=[("unknown", "Unk", "max"), ("known", "Known", "max")],
-    )
+    _write_grouped(split, RAG_TABLES[table], csv, md, tex)
 
 
 def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
     """Table 4: NDCG@k and Recall@k of each utility ranking against the LLM's gold set (C)."""
     from ..report.judgments import ranking_scores
-    from ..report.tables import write_grouped_table
 
     ranked, gold_c = _read_keyed(rankings), _read_keyed(gold)
     scores = ranking_scores(ranked, gold_c, k)
@@ -191,72 +269,17 @@ def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals
         from ..report.tables import join_intervals
 
         scores = join_intervals(scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"])
-    write_grouped_table(
-        scores, csv, md, tex, title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
+    layout = GroupedTable(
+        title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
         note="Over the judged queries whose gold set G(C) is not empty; unparsed: verbalized rankings that did not "
         "parse (kept in retrieval order).",
-        group="llm", index=["method"], across="dataset",
-        values=[("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", "")],
+        group="llm", index=("method",), across="dataset",
+        values=(("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", "")),
     )
+    _write_grouped(scores, layout, csv, md, tex)
 
 
-def table5_job(*, judgments, gold, csv: str, md: str, tex: str, note: str = "", intervals: Mapping[str, Any] | None = None) -> None:
-    """Table 5: selection F1 with thinking on and off, for the models that have a thinking switch."""
-    from ..report.judgments import selection_scores
-    from ..report.tables import write_grouped_table
-
-    judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
-    scores = _with_selection_intervals(selection_scores(judged, gold_c), judged, gold_c, intervals)
-    write_grouped_table(
-        scores, csv, md, tex, title="Table 5: thinking in utility judgments (F1, %)",
-        note=(note or "(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.") + " " + _UNPARSED_NOTE,
-        group="llm", index=["method"], across="dataset", values=_SELECTION_VALUES,
-    )
-
-
-def table7_job(*, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
-    """Table 7: RAG with the top passages of each utility ranking, on unknown and known queries."""
-    from ..report.judgments import known_split
-    from ..report.tables import write_grouped_table
-
-    frames, flags = _read_keyed(answers), _read_known(known)
-    split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
-    write_grouped_table(
-        split, csv, md, tex, title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
-        note="Over the judged queries.",
-        group="llm", index=["source"], across="dataset", values=[("unknown", "Unk", "max"), ("known", "Known", "max")],
-    )
-
-
-def table8_job(
-    *, judgments, gold, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, note: str = ""
-) -> None:
-    """Table 8: listwise selection with pseudo-answer, without / with the known-rejection instruction:
-    precision, recall, F1 (non-empty gold), the average number of passages selected on unknown and
-    on known queries (the paper's caption; known: answered correctly with no passage), and, as extra
-    columns, on queries with a non-empty and an empty gold set, with Acc and the unparsed shares."""
-    from ..report.judgments import selection_scores
-    from ..report.tables import write_grouped_table
-
-    judged, gold_c, flags = _read_keyed(judgments), _read_keyed(gold), _read_known(known)
-    scores = _with_selection_intervals(selection_scores(judged, gold_c, flags), judged, gold_c, intervals, flags)
-    write_grouped_table(
-        scores, csv, md, tex, title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
-        note=note or "P/R/F1 over queries whose gold set is not empty; count (unknown / known): average passages "
-        "selected on the queries the LLM answers wrongly / correctly with no passage (the paper's split); "
-        "count (non-empty / empty gold): the same by gold set, an extra split (an unknown query that no single "
-        "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
-        + _UNPARSED_NOTE,
-        group="dataset", index=["llm"], across="method",
-        values=[("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""), ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
-                ("avg_selected_unknown", "count (unknown)", ""), ("avg_selected_known", "count (known)", ""),
-                ("unparsed_unknown", "unparsed % (unknown)", ""), ("unparsed_known", "unparsed % (known)", ""),
-                ("avg_selected_nonempty", "count (non-empty gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
-                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", "")],
-    )
-
-
-def figure9_job(*, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+def selection_transfer_figure_job(*, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
     """Figure 9: each LLM answering with each LLM's selections (one heatmap per dataset)."""
     from ..report.analysis import matrices_long
     from ..report.figures import plot_selection_transfer
@@ -270,7 +293,7 @@ def figure9_job(*, answers, llms, method: str, style: Mapping[str, Any], png: st
     write_csv(matrices_long(matrices, "correct").rename({"row": "selected_from", "column": "llm"}), csv)
 
 
-def figure4_job(*, perplexity, answers, known, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+def perplexity_figure_job(*, perplexity, answers, known, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
     """Figure 4: perplexity of human passages in and out of each LLM's gold set (top) and RAG with
     the human passages on unknown and known queries (bottom)."""
     from ..report.figures import plot_perplexity
@@ -326,3 +349,30 @@ def external_runs_job(*, runs, qrels, queries, k: int, csv: str, md: str, log=_l
         if column not in table.columns:
             table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
     write_simple_table(table.select(columns), csv, md)
+
+
+def table6_job(
+    *,
+    datasets: Sequence[str],
+    corpora: Sequence[str],
+    queries: Sequence[str],
+    passages: Sequence[str],
+    coverage: Mapping[str, str],
+    csv: str,
+    md: str,
+    tex: str,
+) -> pl.DataFrame:
+    """Table 6: each dataset's queries, its corpus size (Parquet metadata) and its coverage report
+    (``human_coverage.json``, for the datasets whose annotations were mapped onto the corpus)."""
+    from ..io import write_text
+    from ..report.datasets import table6, table6_latex, table6_markdown
+    from ..report.tables import write_csv
+
+    q = [read_table(p, QUERIES_SCHEMA) for p in queries]
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in passages]
+    reports = {name: json.loads(open(path, encoding="utf-8").read()) for name, path in coverage.items()}
+    df = table6(datasets, corpora, q, sizes, reports)
+    write_csv(df, csv)
+    write_text(table6_markdown(df), md)
+    write_text(table6_latex(df), tex)
+    return df

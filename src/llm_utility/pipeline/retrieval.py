@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ..io import QUERIES_SCHEMA, read_table, write_parquet
+from ..io import read_table, write_parquet
+from ..schemas import QUERIES_SCHEMA
 
 _log = logging.getLogger("llm_utility")
 

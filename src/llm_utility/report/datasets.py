@@ -10,16 +10,12 @@ column per dataset, one row per statistic.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import polars as pl
-import pyarrow.parquet as pq
 
-from ..io import QUERIES_SCHEMA, read_table, write_text
-from .tables import latex_escape, write_csv
+from .tables import latex_escape
 
 TABLE6_ROWS = {
     "queries": "#Queries",
@@ -99,25 +95,3 @@ def table6_latex(df: pl.DataFrame) -> str:
     wide = wide.map(latex_escape)
     wide.index = [latex_escape(i) for i in wide.index]
     return wide.style.to_latex(hrules=True, column_format="l" + "r" * wide.shape[1])
-
-
-def table6_job(
-    *,
-    datasets: Sequence[str],
-    corpora: Sequence[str],
-    queries: Sequence[str | os.PathLike],
-    passages: Sequence[str | os.PathLike],
-    coverage: Mapping[str, str | os.PathLike],
-    csv: str,
-    md: str,
-    tex: str,
-) -> pl.DataFrame:
-    """Rule table6: read each dataset's queries, its corpus size (Parquet metadata) and coverage."""
-    q = [read_table(p, QUERIES_SCHEMA) for p in queries]
-    sizes = [pq.ParquetFile(p).metadata.num_rows for p in passages]
-    reports = {name: json.loads(open(path, encoding="utf-8").read()) for name, path in coverage.items()}
-    df = table6(datasets, corpora, q, sizes, reports)
-    write_csv(df, csv)
-    write_text(table6_markdown(df), md)
-    write_text(table6_latex(df), tex)
-    return df

@@ -25,8 +25,8 @@ from ..io import atomic_path
 
 def resolve_style(style: Mapping[str, Any]) -> dict[str, Any]:
     """The validated ``figures`` section of the config (every key, defaults filled by the schema:
-    ``llm_utility.workflow.schema_defaults("figures")`` gives them outside the workflow)."""
-    from ..workflow import schema_defaults
+    ``llm_utility.config.schema_defaults("figures")`` gives them outside the workflow)."""
+    from ..config import schema_defaults
 
     known = schema_defaults("figures")
     style = dict(style)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from llm_utility.io import RUN_SCHEMA, atomic_path, conform, write_text
+from llm_utility.io import atomic_path, conform, write_text
+from llm_utility.schemas import RUN_SCHEMA
 
 if TYPE_CHECKING:
     import faiss

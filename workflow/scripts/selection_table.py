@@ -1,21 +1,24 @@
-"""Rule table8: paper Table 8, known-rejection in listwise selection.
+"""Rules table2, table5 and table8: paper Tables 2 (utility-based selection), 5 (thinking in utility
+judgments) and 8 (known-rejection), each laid out as ``pipeline.report.SELECTION_TABLES`` says
+(CSV, Markdown, LaTeX).
 
-By hand:  python workflow/scripts/table8.py
+By hand:  python workflow/scripts/selection_table.py table2
 """
 
 if "snakemake" not in globals():
     from llm_utility.workflow import mock_snakemake
 
-    snakemake = mock_snakemake("table8")
+    snakemake = mock_snakemake("table2")
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
-from llm_utility.pipeline import table8_job  # noqa: E402
+from llm_utility.pipeline import selection_table_job  # noqa: E402
 from llm_utility.workflow import keyed_inputs  # noqa: E402
 
-table8_job(
+selection_table_job(
+    table=snakemake.rule,
     judgments=keyed_inputs(snakemake.input, "judgments"),
     gold=keyed_inputs(snakemake.input, "gold"),
     known=keyed_inputs(snakemake.input, "known"),

@@ -1,21 +1,21 @@
-"""Rule figure9: paper Figure 9, RAG with each LLM's utility selections across LLMs.
+"""Rule figure_selection_transfer: paper Figure 9, RAG with each LLM's utility selections across LLMs.
 
-By hand:  python workflow/scripts/figure9.py
+By hand:  python workflow/scripts/figure_selection_transfer.py
 """
 
 if "snakemake" not in globals():
     from llm_utility.workflow import mock_snakemake
 
-    snakemake = mock_snakemake("figure9")
+    snakemake = mock_snakemake("figure_selection_transfer")
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
-from llm_utility.pipeline import figure9_job  # noqa: E402
+from llm_utility.pipeline import selection_transfer_figure_job  # noqa: E402
 from llm_utility.workflow import keyed_inputs  # noqa: E402
 
-figure9_job(
+selection_transfer_figure_job(
     answers=keyed_inputs(snakemake.input, "answers"),
     llms=snakemake.params.llms,
     method=snakemake.params.method,

@@ -15,12 +15,19 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import QUERIES_SCHEMA, atomic_path, conform, read_table, write_parquet, write_text
-from . import kilt, local, mapping, msmarco, twowiki
-from .evidence import EVIDENCE_SCHEMA, SOURCE_QUERIES_SCHEMA
-from .files import download
-from .kilt import SPANS_ARROW
-from .sources import member_of
+from ..data import kilt, local, mapping, msmarco, twowiki
+from ..data.files import download
+from ..data.sources import member_of
+from ..io import atomic_path, conform, read_table, write_parquet, write_text
+from ..schemas import (
+    EVIDENCE_SCHEMA,
+    HUMAN_SCHEMA,
+    PASSAGES_ARROW,
+    QUERIES_SCHEMA,
+    SHARD_ARROW,
+    SOURCE_QUERIES_SCHEMA,
+    SPANS_ARROW,
+)
 
 _log = logging.getLogger("llm_utility")
 
@@ -42,7 +49,7 @@ def prepare_corpus_job(*, name: str, cfg: Mapping, inputs: Mapping[str, object],
     started = time.perf_counter()
     source = cfg["source"]
     if source == "worldfacts":
-        from .sources import prepare_corpus
+        from ..data.sources import prepare_corpus
 
         df = prepare_corpus(name, cfg, seed=seed)
         write_parquet(df, output)
@@ -54,7 +61,7 @@ def prepare_corpus_job(*, name: str, cfg: Mapping, inputs: Mapping[str, object],
         path = inputs["file"]
         n = local.write_corpus(local.iter_msmarco_tsv(path, member_of(cfg, "file")), output, str(path))
     elif source == "kilt":
-        n = _concat_parquet(inputs["shards"], output, local.PASSAGES_ARROW, check=lambda tmp: _check_unique_pids(tmp, output))
+        n = _concat_parquet(inputs["shards"], output, PASSAGES_ARROW, check=lambda tmp: _check_unique_pids(tmp, output))
     else:
         raise ValueError(f"corpora.{name}.source: unknown source '{source}'")
     seconds = time.perf_counter() - started
@@ -66,7 +73,7 @@ def chunk_corpus_shard_job(*, knowledge_source: str, shard: int, n_shards: int, 
     """Rule chunk_corpus_shard: one shard of a KILT knowledge source as passages with spans."""
     started, n = time.perf_counter(), 0
     with atomic_path(output) as tmp:
-        writer = pq.ParquetWriter(tmp, kilt.SHARD_ARROW, compression="zstd")
+        writer = pq.ParquetWriter(tmp, SHARD_ARROW, compression="zstd")
         try:
             for table in kilt.chunk_knowledge_source_shard(knowledge_source, shard, n_shards, words):
                 writer.write_table(table)
@@ -154,7 +161,7 @@ def extract_answers_job(
     """Rule extract_answers: MS MARCO long answers -> short entity answers through the generation store."""
     from ..generation import strip_thinking
     from ..method.prompts import load_prompts
-    from ..pipeline.common import model_session
+    from .common import model_session
 
     q = read_table(queries, SOURCE_QUERIES_SCHEMA)
     template = load_prompts(prompts)["extract_answer"]
@@ -222,7 +229,7 @@ def prepare_benchmark_queries_job(
 ) -> pl.DataFrame:
     """Rule prepare_queries for a benchmark: source queries + mapped human passages (+ short answers)."""
     q = read_table(queries, SOURCE_QUERIES_SCHEMA)
-    h = read_table(human, mapping.HUMAN_SCHEMA)
+    h = read_table(human, HUMAN_SCHEMA)
     if short_answers is not None:
         short = (
             read_table(short_answers, msmarco.EXTRACTION_SCHEMA)
@@ -244,7 +251,7 @@ def prepare_benchmark_queries_job(
 def prepare_queries_job(*, name: str, cfg: Mapping, inputs: Mapping[str, str], output: str, seed: int, log=_log) -> pl.DataFrame:
     """Rule prepare_queries: worldfacts, a local JSONL, or a benchmark's loaded queries + mapped human passages."""
     if cfg["source"] in ("worldfacts", "local"):
-        from .sources import prepare_queries
+        from ..data.sources import prepare_queries
 
         queries = prepare_queries(name, cfg, inputs["passages"], seed=seed, queries_path=inputs.get("queries"))
         write_parquet(queries, output)

@@ -1,6 +1,8 @@
-"""Rule table3: paper Table 3, RAG with the LLMs' own selections on unknown and known queries.
+"""Rules table3 and table7: paper Tables 3 (RAG with the LLMs' own selections) and 7 (RAG with the
+top passages of their utility rankings) against the top-k, on unknown and known queries, each laid
+out as ``pipeline.report.RAG_TABLES`` says (CSV, Markdown, LaTeX).
 
-By hand:  python workflow/scripts/table3.py
+By hand:  python workflow/scripts/rag_table.py table3
 """
 
 if "snakemake" not in globals():
@@ -10,12 +12,13 @@ if "snakemake" not in globals():
 
 from llm_utility.logs import log_to
 
-log = log_to(snakemake.log[0])
+log_to(snakemake.log[0])
 
-from llm_utility.pipeline import table3_job  # noqa: E402
+from llm_utility.pipeline import rag_table_job  # noqa: E402
 from llm_utility.workflow import keyed_inputs  # noqa: E402
 
-table3_job(
+rag_table_job(
+    table=snakemake.rule,
     answers=keyed_inputs(snakemake.input, "answers"),
     known=keyed_inputs(snakemake.input, "known"),
     csv=snakemake.output.csv,

@@ -1,0 +1,70 @@
+"""``mock_snakemake``: the ``snakemake`` object of any job, built from the workflow itself, so that
+every script in ``workflow/scripts`` also runs by hand (in a debugger, say)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | os.PathLike | None = None) -> Any:
+    """The ``snakemake`` object a job of ``rule`` gets, built from the workflow itself.
+
+    ``argv`` (default: the script's command line) holds the job's wildcards as ``name=value``,
+    optionally ``--configfile FILE``, and, for a script that serves several rules, the rule's name
+    first. So every script also runs by hand, e.g. in a debugger::
+
+        python workflow/scripts/table1.py
+        python workflow/scripts/answer.py answer_gold_U dataset=wf-single llm=smollm2-135m
+
+    Run it from the workflow's working directory (the repository root, as ``snakemake`` is): paths
+    are the workflow's own, relative to ``workdir`` (default: the current directory). The job's
+    inputs must exist (``snakemake <an input>`` makes them). Unlike a real run, nothing checks the
+    outputs afterwards.
+    """
+    from snakemake.api import SnakemakeApi
+    from snakemake.dag import DAG
+    from snakemake.jobs import Job
+    from snakemake.script import Snakemake
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and "=" not in args[0] and not args[0].startswith("-"):
+        rule = args.pop(0)
+    configfiles: list[Path] = []
+    if "--configfile" in args:
+        i = args.index("--configfile")
+        configfiles = [Path(args[i + 1]).resolve()]
+        del args[i : i + 2]
+    bad = [a for a in args if "=" not in a]
+    if bad:
+        raise SystemExit(f"expected wildcards as name=value, got {bad}")
+    wildcards = dict(arg.split("=", 1) for arg in args)
+    root = Path(workdir or Path.cwd()).resolve()
+    try:
+        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+            workflow_api = api.workflow(
+                resource_settings=ResourceSettings(cores=os.cpu_count() or 1),
+                config_settings=ConfigSettings(configfiles=configfiles),
+                snakefile=REPO / "Snakefile",
+                workdir=root,
+            )
+            workflow_api.dag()  # sets the workflow's DAG settings, which a DAG reads
+            workflow = workflow_api._workflow
+            workflow.global_resources = {}
+            target = workflow.get_rule(rule)
+            job = Job(target, DAG(workflow, rules=[target]), wildcards_dict=wildcards)
+            for path in [*job.output, *job.log]:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            threads = min(job.threads, os.cpu_count() or 1)  # as Snakemake caps them at --cores
+            return Snakemake(
+                job.input, job.output, job.params, job.wildcards, threads, job.resources,
+                job.log, workflow.config, job.rule.name, None,
+            )
+    finally:
+        os.chdir(root)  # the API changes back to where it started; the job's paths are relative to root

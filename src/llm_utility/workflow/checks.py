@@ -1,0 +1,78 @@
+"""The config checks ``config/schema.yaml`` cannot express: cross-references between sections and
+what the data sources need. Every error names the offending key. The workflow runs them after
+``snakemake.utils.validate`` has filled in the schema's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..generation.specs import normalize_spec
+from ..method.judgments import selection_method
+
+# Directory names under results/ that a dataset slug must not shadow.
+RESERVED = {"corpora", "tables", "figures", "logs", "benchmarks"}
+# Dataset sources read from a publisher's benchmark file (their human passages are mapped onto a corpus).
+BENCHMARK_SOURCES = ("kilt", "2wiki", "msmarco-qa")
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the key of the first problem found."""
+    datasets, corpora, retrievers = config["datasets"], config["corpora"], config["retrievers"]
+    for name, ds in datasets.items():
+        if name in RESERVED:
+            raise ValueError(f"config: datasets.{name}: '{name}' is reserved for results/{name}/")
+        if ds["corpus"] not in corpora:
+            raise ValueError(f"config: datasets.{name}.corpus = '{ds['corpus']}' is not in corpora ({list(corpora)})")
+        if ds["retriever"] not in retrievers:
+            raise ValueError(
+                f"config: datasets.{name}.retriever = '{ds['retriever']}' is not in retrievers ({list(retrievers)})"
+            )
+        if ds["source"] == "worldfacts" and corpora[ds["corpus"]]["source"] != "worldfacts":
+            raise ValueError(f"config: datasets.{name}: worldfacts queries need a worldfacts corpus")
+    for slug, spec in config["llms"].items():
+        normalize_spec(spec, slug)
+    judgments = config.get("judgments", {})
+    for key in ("methods", "rag_methods", "thinking_methods"):
+        for name in judgments.get(key, []):
+            try:
+                selection_method(name)
+            except ValueError as err:
+                raise ValueError(f"config: judgments.{key}: {err}") from None
+    for name in judgments.get("thinking_methods", []):
+        if not selection_method(name).thinking:
+            raise ValueError(f"config: judgments.thinking_methods: {name!r} does not judge with thinking on")
+    for name in judgments.get("thinking_datasets") or []:
+        if name not in datasets:
+            raise ValueError(f"config: judgments.thinking_datasets: '{name}' is not in datasets ({list(datasets)})")
+    report = config.get("report", {})
+    figure1 = report.get("figure1_dataset")
+    if figure1 is not None and figure1 not in datasets:
+        raise ValueError(f"config: report.figure1_dataset = '{figure1}' is not in datasets ({list(datasets)})")
+    check_data_sources(config)
+
+
+def check_data_sources(config: Mapping[str, Any]) -> None:
+    """What each dataset and corpus source needs: its file, a matching corpus, an extractor LLM."""
+    for name, ds in config["datasets"].items():
+        corpus = config["corpora"][ds["corpus"]]
+        where = f"config: datasets.{name}"
+        if ds["source"] in BENCHMARK_SOURCES:
+            if ds.get("file") is None:
+                raise ValueError(f"{where}: source '{ds['source']}' needs `file`")
+            if corpus["source"] in ("worldfacts", "msmarco") and ds["source"] != "msmarco-qa":
+                raise ValueError(f"{where}: a Wikipedia dataset needs a Wikipedia corpus (kilt, dpr or local)")
+        if (ds.get("ranking_queries") is None) != (ds.get("ranking_qrels") is None):
+            raise ValueError(
+                f"{where}: ranking_queries and ranking_qrels go together (the passage-ranking queries and their qrels)"
+            )
+        if ds["source"] == "msmarco-qa" and ds.get("extractor") not in config["llms"]:
+            raise ValueError(f"{where}.extractor = {ds.get('extractor')!r} must name an entry of llms")
+        if ds["source"] == "kilt" and corpus["source"] != "kilt" and ds.get("knowledge_source") is None:
+            raise ValueError(
+                f"{where}: KILT provenance on corpus '{ds['corpus']}' is mapped by title and text, "
+                "which needs the provenance texts: set `knowledge_source` to the KILT knowledge source"
+            )
+    for name, cfg in config["corpora"].items():
+        if cfg["source"] in ("dpr", "msmarco", "kilt") and cfg.get("file") is None:
+            raise ValueError(f"config: corpora.{name}: source '{cfg['source']}' needs `file`")

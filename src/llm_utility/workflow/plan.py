@@ -1,0 +1,268 @@
+"""What a configuration asks the workflow to make, as pure functions of the validated config: the
+datasets, LLMs and methods each stage covers, the answer contexts each table reads, the selection
+methods each judge job runs, and the model jobs that exist. The rule files turn these names into
+file patterns; nothing here knows a path.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..method.answers import CANDIDATE_CONTEXTS, gold_context, reranked_context, selected_context
+from ..method.judgments import selection_method
+from ..report.analysis import TABLE1_CONTEXTS
+from .checks import BENCHMARK_SOURCES
+from .operational import OPERATIONAL_KEYS
+
+# Table 8 compares these two selection methods when both are judged.
+KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
+# Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
+FIGURE9_PREFERRED = "listwise_pa"
+
+
+def counterpart(method: str) -> str:
+    """The method without thinking that a thinking method is compared with in Table 5."""
+    return method.replace("_pat_think", "_pa").replace("_think", "")
+
+
+class Plan:
+    """The workflow's plan for one validated ``config`` (``snakemake.utils.validate`` filled its
+    defaults and ``workflow.checks.check_config`` passed)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = config
+        self.datasets: list[str] = list(config["datasets"])
+        self.llms: list[str] = list(config["llms"])
+        self.corpora: list[str] = list(config["corpora"])
+        self.retrievers: list[str] = list(config["retrievers"])
+        self.judgments: Mapping[str, Any] = config["judgments"]
+        self.rankings: Mapping[str, Any] = config["rankings"]
+
+    # --- data -------------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def benchmarks(self) -> list[str]:
+        """Datasets read from a publisher's benchmark file (their human passages are mapped)."""
+        return [d for d, c in self.config["datasets"].items() if c["source"] in BENCHMARK_SOURCES]
+
+    @functools.cached_property
+    def msmarco_qa(self) -> list[str]:
+        """Datasets whose short answers an LLM extracts (MS MARCO-FQA)."""
+        return [d for d in self.benchmarks if self.config["datasets"][d]["source"] == "msmarco-qa"]
+
+    @functools.cached_property
+    def kilt_corpora(self) -> list[str]:
+        """Corpora chunked from the KILT knowledge source, in shards."""
+        return [c for c, v in self.config["corpora"].items() if v["source"] == "kilt"]
+
+    def corpus_of(self, dataset: str) -> str:
+        return self.config["datasets"][dataset]["corpus"]
+
+    def corpus_file_key(self, corpus: str) -> str:
+        """The config key of a corpus's own file: ``path`` (local TSV) or ``file`` (a publisher's)."""
+        return "path" if self.config["corpora"][corpus]["source"] == "local" else "file"
+
+    def maps_provenance_by_text(self, dataset: str) -> bool:
+        """Whether KILT provenance is mapped onto a non-KILT corpus by title and text, which needs
+        the provenance texts from the KILT knowledge source (``datasets.<name>.knowledge_source``)."""
+        return self.config["datasets"][dataset]["source"] == "kilt" and self.mapping_rule(dataset) == "title-text"
+
+    def mapping_rule(self, dataset: str) -> str:
+        """How a benchmark's human annotations map onto its corpus: ``pid`` (MS MARCO passage-ranking
+        qrels name collection passages), ``text`` (MS MARCO QnA's selected passages only have texts),
+        ``span`` (KILT provenance on a KILT corpus) or ``title-text``."""
+        ds = self.config["datasets"][dataset]
+        corpus = self.config["corpora"][ds["corpus"]]
+        if ds["source"] == "msmarco-qa":
+            return "pid" if ds.get("ranking_qrels") else "text"
+        if ds["source"] == "kilt" and corpus["source"] == "kilt":
+            return "span"
+        return "title-text"
+
+    # --- answer contexts ----------------------------------------------------------------------------
+
+    def gold_sources(self, candidates: str) -> dict[str, str]:
+        """Every LLM's gold set among ``candidates`` as a context: context -> the LLM whose gold set
+        it is (an LLM's own: from itself)."""
+        return {gold_context(candidates, source): source for source in self.llms}
+
+    def gold_contexts(self, candidates: str) -> list[str]:
+        return list(self.gold_sources(candidates))
+
+    def selection_sources(self) -> dict[str, tuple[str, str]]:
+        """RAG with selections: every rag method's selections of every LLM, context -> (the LLM that
+        selected, its method)."""
+        return {
+            selected_context(m, source): (source, m) for m in self.judgments["rag_methods"] for source in self.llms
+        }
+
+    def selected_contexts(self) -> list[str]:
+        return list(self.selection_sources())
+
+    def reranked_sources(self) -> dict[str, str]:
+        """RAG with the top passages of the LLM's own rag rankings, context -> ranking method."""
+        return {reranked_context(m, self.rankings["rag_top"]): m for m in self.rankings["rag_methods"]}
+
+    def reranked_contexts(self) -> list[str]:
+        return list(self.reranked_sources())
+
+    def own_gold_contexts(self, llm: str) -> list[str]:
+        return [gold_context("C", llm), gold_context("U", llm)]
+
+    def table1_contexts(self, llm: str) -> list[str]:
+        """Table 1's columns as the answer contexts of ``llm`` (its own gold sets)."""
+        return [context.format(llm=llm) for context in TABLE1_CONTEXTS.values()]
+
+    def empty_answers_contexts(self, llm: str) -> list[str]:
+        """Every context answered before any judgment: the candidates' and the LLM's own gold sets."""
+        return list(CANDIDATE_CONTEXTS) + self.own_gold_contexts(llm)
+
+    def table3_contexts(self, llm: str) -> list[str]:
+        """Table 3: the top-k, and the LLM's own selections with every rag method."""
+        return ["topk"] + [selected_context(m, llm) for m in self.judgments["rag_methods"]]
+
+    def table7_contexts(self) -> list[str]:
+        """Table 7: the top-k, and the top passages of the LLM's own rag rankings."""
+        return ["topk"] + self.reranked_contexts()
+
+    def figure9_contexts(self) -> list[str]:
+        """Figure 9: the selections of every LLM with ``figure9_method``."""
+        return [selected_context(self.figure9_method, source) for source in self.llms]
+
+    def findings_contexts(self) -> list[str]:
+        """The answers a finding reads, for every LLM: Table 1's that need no gold set, and every
+        LLM's gold sets among C and U (the transfer findings)."""
+        no_gold = [c for c in TABLE1_CONTEXTS.values() if "{llm}" not in c]
+        return no_gold + self.gold_contexts("C") + self.gold_contexts("U")
+
+    # --- judgments ---------------------------------------------------------------------------------
+
+    def can_think(self, llm: str) -> bool:
+        return bool(self.config["llms"][llm]["can_think"])
+
+    @functools.cached_property
+    def thinking_llms(self) -> list[str]:
+        return [llm for llm in self.llms if self.can_think(llm)]
+
+    @functools.cached_property
+    def thinking_pairs(self) -> list[tuple[str, str]]:
+        """(dataset, llm) pairs the thinking methods run for (Table 5)."""
+        datasets = self.judgments["thinking_datasets"] or self.datasets
+        return [(d, llm) for d in datasets for llm in self.llms if self.can_think(llm)]
+
+    @functools.cached_property
+    def thinking_methods(self) -> list[str]:
+        """The selection methods of a ``judge_thinking`` job (thinking on)."""
+        return list(self.judgments["thinking_methods"])
+
+    @functools.cached_property
+    def judge_methods(self) -> list[str]:
+        """The selection methods of a ``judge`` job, for every (dataset, LLM): Table 2's, the RAG ones,
+        and Table 5's counterparts where some model thinks."""
+        counterparts = [counterpart(m) for m in self.thinking_methods] if self.thinking_pairs else []
+        return list(dict.fromkeys(list(self.judgments["methods"]) + list(self.judgments["rag_methods"]) + counterparts))
+
+    @functools.cached_property
+    def known_rejection_methods(self) -> list[str]:
+        """Table 8's two methods, or none when either is not judged."""
+        return list(KNOWN_REJECTION) if set(KNOWN_REJECTION) <= set(self.judge_methods) else []
+
+    def table5_methods(self, dataset: str, llm: str) -> list[str]:
+        """Table 5: the thinking methods and their counterparts without thinking."""
+        if (dataset, llm) not in self.thinking_pairs:
+            return []
+        return list(dict.fromkeys(counterpart(m) for m in self.thinking_methods)) + self.thinking_methods
+
+    @functools.cached_property
+    def figure9_method(self) -> str:
+        """The rag method whose selections Figure 9 transfers across LLMs."""
+        rag = self.judgments["rag_methods"]
+        return FIGURE9_PREFERRED if FIGURE9_PREFERRED in rag else rag[0]
+
+    @staticmethod
+    def pseudo_contexts(methods: Sequence[str]) -> list[str]:
+        """The answer contexts the pseudo-answers of ``methods`` come from (topk, topk_think)."""
+        return sorted({selection_method(m).pseudo_context for m in methods} - {None})
+
+    def judge_max_new_tokens(self) -> dict[str, int]:
+        """Output limits of a judgment, by its form, or with thinking on."""
+        return {
+            "pointwise": self.judgments["pointwise_max_new_tokens"],
+            "listwise": self.judgments["listwise_max_new_tokens"],
+            "thinking": self.judgments["thinking_max_new_tokens"],
+        }
+
+    def thinking_spec(self, llm: str) -> dict[str, Any]:
+        """The LLM's spec with thinking on (judge_thinking)."""
+        return {**self.config["llms"][llm], "enable_thinking": True, "stop": []}
+
+    def thinking_answer_spec(self, llm: str) -> dict[str, Any]:
+        """topk_think: the top-k answer with thinking on and the thinking budget (pseudo-answer (T))."""
+        return {**self.thinking_spec(llm), "max_new_tokens": self.judgments["thinking_max_new_tokens"]}
+
+    @functools.cached_property
+    def ranked(self) -> list[str]:
+        """Every configured ranking method (Table 4's and the RAG ones)."""
+        return list(dict.fromkeys(list(self.rankings["methods"]) + list(self.rankings["rag_methods"])))
+
+    @functools.cached_property
+    def model_rankings(self) -> list[str]:
+        """The rankings an LLM makes in its ``judge`` job; the retriever's needs no model."""
+        return [m for m in self.ranked if m != "retriever"]
+
+    def findings_rankings(self) -> list[str]:
+        """The rankings a finding reads (attention against the retriever), where configured."""
+        return [m for m in ("retriever", "attention") if m in self.rankings["methods"]]
+
+    # --- report -------------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def figure1_dataset(self) -> str:
+        """The dataset of Figure 1 (right): ``report.figure1_dataset``, or else the first of
+        ``datasets`` (so a config with datasets of its own needs no edit here)."""
+        chosen = self.config.get("report", {}).get("figure1_dataset")
+        return chosen if chosen is not None else self.datasets[0]
+
+    @functools.cached_property
+    def transfer_figures(self) -> dict[str, dict[str, Any]]:
+        """Figure 1 right (one dataset, U candidates), Figure 2 (every dataset, U), Figure 8 (every
+        dataset, C), by file name."""
+        return {
+            "fig1_right_transfer": {"candidates": "U", "datasets": [self.figure1_dataset]},
+            "fig2_transfer_U": {"candidates": "U", "datasets": self.datasets},
+            "fig8_transfer_C": {"candidates": "C", "datasets": self.datasets},
+        }
+
+    def families(self) -> dict[str, str | None]:
+        return {llm: self.config["llms"][llm]["family"] for llm in self.llms}
+
+    def bootstrap(self) -> dict[str, Any]:
+        """Bootstrap settings of every interval (Table 1, the judgment tables, findings.json)."""
+        return {k: self.config["report"][k] for k in ("resamples", "bootstrap_seed", "confidence")}
+
+    def intervals(self) -> dict[str, Any] | None:
+        """What the tables get: the bootstrap settings, or None when report.intervals is off (the
+        paper's exact layout)."""
+        return self.bootstrap() if self.config["report"]["intervals"] else None
+
+    def results_config(self) -> dict[str, Any]:
+        """The validated config without the operational settings, which change no result."""
+        return {k: v for k, v in self.config.items() if k not in OPERATIONAL_KEYS}
+
+    # --- model jobs ---------------------------------------------------------------------------------
+
+    def model_jobs(self) -> list[tuple[str, dict[str, str]]]:
+        """Every job that loads an LLM, as (rule, wildcards): the cost table's rows."""
+        pairs = [{"dataset": d, "llm": llm} for d in self.datasets for llm in self.llms]
+        thinking = [{"dataset": d, "llm": llm} for d, llm in self.thinking_pairs]
+        jobs: list[tuple[str, dict[str, str]]] = [("materialize_model", {"llm": llm}) for llm in self.llms]
+        for name in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
+            jobs += [(name, wc) for wc in pairs]
+        if any(selection_method(m).pseudo_context == "topk_think" for m in self.thinking_methods):
+            jobs += [("answer_thinking", wc) for wc in thinking]
+        jobs += [("judge_thinking", wc) for wc in thinking]
+        if self.judgments["rag_methods"] or self.rankings["rag_methods"]:
+            jobs += [("answer_judgments", wc) for wc in pairs]
+        return jobs

@@ -1,0 +1,145 @@
+"""The workflow's plan (llm_utility.workflow.plan) on real configs, validated against the schema as
+the Snakefile validates them: which methods each judge job runs, the thinking pairs and Table 5's
+methods, the contexts each table reads, and which model jobs exist. Expected values are written out
+from the configs, not computed with the plan's own helpers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from llm_utility.workflow import Plan, check_config
+from llm_utility.workflow.plan import counterpart
+from workflow_runner import REPO
+
+
+def _config(name: str, **changes) -> dict:
+    cfg = yaml.safe_load((REPO / "config" / name).read_text())
+    for dotted, value in changes.items():
+        node = cfg
+        *path, key = dotted.split("__")
+        for part in path:
+            node = node[part]
+        node[key] = value
+    validate(cfg, str(REPO / "config" / "schema.yaml"))
+    check_config(cfg)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def demo() -> Plan:
+    return Plan(_config("config.yaml"))
+
+
+@pytest.fixture(scope="module")
+def paper() -> Plan:
+    return Plan(_config("paper.yaml"))
+
+
+def test_demo_judge_jobs_and_no_thinking(demo):
+    # methods [pointwise, pointwise_pa, listwise_pa, listwise_pa_reject] + rag [pointwise_pa, listwise_pa];
+    # no demo model can think, so no counterpart joins and Table 5 reads nothing.
+    assert demo.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
+    assert demo.thinking_llms == [] and demo.thinking_pairs == []
+    assert all(demo.table5_methods(d, llm) == [] for d in demo.datasets for llm in demo.llms)
+    assert demo.known_rejection_methods == ["listwise_pa", "listwise_pa_reject"]
+    assert demo.model_rankings == ["listwise_pa", "likelihood", "attention"]  # retriever: no model
+    assert demo.figure9_method == "listwise_pa"
+    assert demo.pseudo_contexts(demo.judge_methods) == ["topk"]
+
+
+def test_paper_thinking_pairs_and_table5(paper):
+    # One thinking model (qwen3-14b), on thinking_datasets [nq] only.
+    assert paper.thinking_pairs == [("nq", "qwen3-14b")]
+    assert paper.table5_methods("nq", "qwen3-14b") == [
+        "pointwise", "pointwise_pa", "listwise", "listwise_pa",
+        "pointwise_think", "pointwise_pa_think", "pointwise_pat_think", "listwise_think", "listwise_pa_think", "listwise_pat_think",
+    ]
+    assert paper.table5_methods("hotpotqa", "qwen3-14b") == [] and paper.table5_methods("nq", "qwen3-8b") == []
+    # Table 2's methods, then the rag ones, then the counterparts Table 5 compares with (all already there).
+    assert paper.judge_methods == ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
+    assert paper.pseudo_contexts(paper.thinking_methods) == ["topk", "topk_think"]
+
+
+def test_counterparts_join_the_judge_job_only_where_a_model_thinks():
+    cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think", "pointwise_pat_think"])
+    assert Plan(cfg).judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
+    cfg = copy.deepcopy(cfg)
+    cfg["llms"]["gemma3-270m"]["can_think"] = True
+    plan = Plan(cfg)
+    assert plan.thinking_pairs == [(d, "gemma3-270m") for d in ("wf-single", "wf-twohop", "wf-claims")]
+    assert plan.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject", "listwise"]
+    assert plan.table5_methods("wf-claims", "gemma3-270m") == ["listwise", "pointwise_pa", "listwise_think", "pointwise_pat_think"]
+    assert [counterpart(m) for m in ("pointwise_pat_think", "listwise_pa_think", "listwise_think")] == ["pointwise_pa", "listwise_pa", "listwise"]
+
+
+def test_model_jobs_of_the_demo(demo):
+    pairs = [{"dataset": d, "llm": llm} for d in ("wf-single", "wf-twohop", "wf-claims") for llm in ("smollm2-135m", "gemma3-270m")]
+    expected = [("materialize_model", {"llm": "smollm2-135m"}), ("materialize_model", {"llm": "gemma3-270m"})]
+    for rule in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
+        expected += [(rule, wc) for wc in pairs]
+    expected += [("answer_judgments", wc) for wc in pairs]
+    assert demo.model_jobs() == expected
+
+
+def test_model_jobs_of_the_paper(paper):
+    jobs = paper.model_jobs()
+    rules = [rule for rule, _ in jobs]
+    n = 6 * 4  # datasets x LLMs
+    assert {r: rules.count(r) for r in set(rules)} == {
+        "materialize_model": 4, "answer_candidates": n, "answer_gold_C": n, "answer_gold_U": n, "judge": n,
+        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n,
+    }
+    assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b"}) in jobs
+
+
+def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_without_rag_methods():
+    cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think"], judgments__rag_methods=[], rankings__rag_methods=[])
+    cfg["llms"]["gemma3-270m"]["can_think"] = True
+    rules = {rule for rule, _ in Plan(cfg).model_jobs()}
+    assert "judge_thinking" in rules and "answer_thinking" not in rules and "answer_judgments" not in rules
+
+
+def test_contexts_each_table_reads(demo):
+    assert demo.table1_contexts("gemma3-270m") == ["none", "topk", "union", "human", "gold_C_from_gemma3-270m", "gold_U_from_gemma3-270m"]
+    assert demo.empty_answers_contexts("gemma3-270m") == [
+        "none", "single", "topk", "union", "human", "gold_C_from_gemma3-270m", "gold_U_from_gemma3-270m",
+    ]
+    assert demo.table3_contexts("smollm2-135m") == ["topk", "selected_pointwise_pa_from_smollm2-135m", "selected_listwise_pa_from_smollm2-135m"]
+    assert demo.table7_contexts() == ["topk", "reranked_likelihood_top2", "reranked_listwise_pa_top2"]
+    assert demo.figure9_contexts() == ["selected_listwise_pa_from_smollm2-135m", "selected_listwise_pa_from_gemma3-270m"]
+    assert demo.selection_sources()["selected_pointwise_pa_from_gemma3-270m"] == ("gemma3-270m", "pointwise_pa")
+    assert demo.gold_sources("C") == {"gold_C_from_smollm2-135m": "smollm2-135m", "gold_C_from_gemma3-270m": "gemma3-270m"}
+    assert demo.findings_contexts() == [
+        "none", "topk", "union", "human",
+        "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m", "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m",
+    ]
+    assert demo.findings_rankings() == ["retriever", "attention"]
+
+
+def test_figures_and_fallbacks():
+    plan = Plan(_config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"]))
+    assert plan.figure9_method == "pointwise_pa"  # listwise_pa is not a rag method here
+    assert plan.known_rejection_methods == []  # listwise_pa_reject is not judged
+    assert plan.transfer_figures == {
+        "fig1_right_transfer": {"candidates": "U", "datasets": ["wf-single"]},
+        "fig2_transfer_U": {"candidates": "U", "datasets": ["wf-single", "wf-twohop", "wf-claims"]},
+        "fig8_transfer_C": {"candidates": "C", "datasets": ["wf-single", "wf-twohop", "wf-claims"]},
+    }
+
+
+def test_results_config_leaves_out_only_the_operational_settings(demo):
+    kept = demo.results_config()
+    assert set(demo.config) - set(kept) == {"store_dir", "gpu_lock_dir"}
+    assert kept["llms"] == demo.config["llms"]
+
+
+def test_data_checks_name_the_key():
+    cfg = _config("config.yaml")
+    cfg = copy.deepcopy(cfg)
+    cfg["datasets"]["wf-single"]["source"] = "kilt"
+    with pytest.raises(ValueError, match=r"config: datasets.wf-single: source 'kilt' needs `file`"):
+        check_config(cfg)
