@@ -49,6 +49,7 @@ def _dag(configfile: str | None) -> SimpleNamespace:
 
 def _resolve(configfile: str | None) -> tuple[object, list]:
     from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import (
         ConfigSettings, DAGSettings, DeploymentMethod, DeploymentSettings, OutputSettings, ResourceSettings,
         StorageSettings,
@@ -64,7 +65,10 @@ def _resolve(configfile: str | None) -> tuple[object, list]:
             snakefile=REPO / "Snakefile",
             workdir=REPO,
         )
-        workflow_api.dag(DAGSettings())
+        # Not the software-env trigger: in a checkout that has run the demo, Snakemake would compare
+        # the existing outputs' environments by calling `conda info`, and conda is not installed.
+        triggers = set(RerunTrigger) - {RerunTrigger.SOFTWARE_ENV}
+        workflow_api.dag(DAGSettings(rerun_triggers=triggers))
         workflow = workflow_api._workflow
         workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
