@@ -300,3 +300,24 @@ def test_default_lock_dir_is_node_local(tmp_path, monkeypatch):
     with lease_gpus(1, None, n_devices=1):
         assert (tmp_path / "llm-utility-gpu-locks").is_dir()
         assert [p.name for p in (tmp_path / "llm-utility-gpu-locks").iterdir()] == [f"{gpu.socket.gethostname()}-gpu0.lock"]
+
+
+def test_a_job_that_sees_fewer_gpus_than_its_model_needs_stops_clearly(monkeypatch):
+    # Snakemake lowers a gpu: 2 job to the --resources gpu=1 cap silently; the job must not go on.
+    monkeypatch.setenv(ENV, "3")
+    with pytest.raises(GpuLeaseError, match=r"needs 2 GPU\(s\) but this job sees 1 .*gpu=2 or more"):
+        gpu.check_visible_gpus(2, "judge")
+    monkeypatch.setenv(ENV, "3,5")
+    gpu.check_visible_gpus(2, "judge")
+    gpu.check_visible_gpus(0, "judge")  # a CPU model asks for nothing
+    monkeypatch.delenv(ENV)
+    gpu.check_visible_gpus(2, "judge")  # nothing says which devices the job has: the backend sees all
+
+
+def test_model_session_checks_the_gpus_before_loading(monkeypatch, tmp_path):
+    from llm_utility.pipeline.common import model_session
+
+    monkeypatch.setenv(ENV, "0")
+    with pytest.raises(GpuLeaseError, match="needs 2 GPU"):
+        with model_session(manifest=str(tmp_path / "missing.json"), spec={"gpu": 2}, store=tmp_path, job="judge"):
+            pass

@@ -85,6 +85,23 @@ def visible_devices(n_devices: int | None = None) -> list[str]:
     return [str(i) for i, _ in enumerate(ln for ln in listing if ln.startswith("GPU "))]
 
 
+def check_visible_gpus(wanted: int, who: str) -> None:
+    """Raise GpuLeaseError when this job sees fewer GPUs than ``wanted`` (a model's ``gpu`` setting).
+
+    Snakemake lowers a job's ``gpu`` resource to the ``--resources gpu=N`` cap without a word, so a
+    two-GPU model run under ``gpu=1`` would lease one device and fail deep inside vLLM. Only a set
+    ``CUDA_VISIBLE_DEVICES`` (a lease's or a scheduler's) says how many devices the job has."""
+    current = os.environ.get(ENV)
+    if wanted <= 0 or current is None:
+        return
+    seen = [d for d in current.split(",") if d.strip()]
+    if len(seen) < wanted:
+        raise GpuLeaseError(
+            f"{who} needs {wanted} GPU(s) but this job sees {len(seen)} ({ENV}={current!r}). Snakemake "
+            f"caps a job's gpu resource at --resources gpu=N: run with gpu={wanted} or more."
+        )
+
+
 def device_uuids(devices: list[str]) -> dict[str, str]:
     """Map each device id (an index, or already a ``GPU-``/``MIG-`` UUID) to its UUID where known.
 

@@ -31,7 +31,9 @@ def model_session(
     model freed (before the caller's GPU lease ends), and one ``store_stats`` JSON line logged, which
     benchmarks and the cost table add up across the DAG."""
     from ..generation import GenerationStore, load_generator
+    from ..gpu import check_visible_gpus
 
+    check_visible_gpus(int(spec.get("gpu") or 0), f"{job} (its LLM's gpu setting)")
     started = time.perf_counter()
     generator = load_generator(manifest, spec, threads=threads)
     try:
