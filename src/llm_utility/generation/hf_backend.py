@@ -255,12 +255,6 @@ class HFGenerator(Generator):
             token_spans.append((inside[0], inside[-1] + 1))
         return ids, token_spans
 
-    def close(self) -> None:
-        """Drop the weights (and the CUDA cache) so the device is free before its lease ends."""
-        self.__dict__.pop("model", None)
-        if self._cuda:
-            torch.cuda.empty_cache()
-
 
 def _span_masks(n_tokens: int, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
     """(tokens, passages) float32: 1 where token t lies in passage j's token range."""
