@@ -607,3 +607,15 @@ def test_a_full_file_system_says_so_and_leaves_nothing_half_written(tmp_path):
     assert str(tiny / "results" / "table.md") in report["results"] and "No space left on device" in report["results"]
     assert str(tiny / "results" / "t.parquet") in report["parquet"] and "No space left on device" in report["parquet"]
     assert report["results_files"] == []
+
+
+def test_a_store_folder_that_cannot_be_written_names_the_file(tmp_path, monkeypatch):
+    # The shard's name taken by a directory: SQLite cannot open it (SQLITE_CANTOPEN).
+    monkeypatch.setattr(store_module, "_new_token", lambda: "20260101T000000-000000000000")
+    (tmp_path / "job.20260101T000000-000000000000.open.sqlite").mkdir()
+    with pytest.raises(StoreError, match=r"job\.20260101T000000-000000000000\.open\.sqlite: creating the shard failed .*writable"):
+        GenerationStore(tmp_path, "job")
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    with pytest.raises(StoreError, match=rf"generation store folder {not_a_folder / 'm'} cannot be created"):
+        GenerationStore(not_a_folder / "m", "job")

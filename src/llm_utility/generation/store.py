@@ -779,7 +779,9 @@ def _sqlite_errors(path: Path, doing: str) -> Iterator[None]:
     except sqlite3.Error as err:
         name = getattr(err, "sqlite_errorname", "") or ""
         free = _free_bytes(path.parent)
-        if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and free is not None and free < 1 << 20):
+        # A full disk can also surface as a failed write or a journal that cannot be created.
+        nearly_full = free is not None and free < 1 << 20
+        if name == "SQLITE_FULL" or (nearly_full and name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN"))):
             raise StoreError(
                 f"generation store file {path}: {doing} failed: the file system is full ({err}; "
                 f"{_mib(free or 0)} free). Free space there or set store_dir to a larger file system; every "
@@ -885,7 +887,8 @@ def _open_writer(path: Path) -> sqlite3.Connection:
         if db is not None:
             db.close()
         for leftover in (path, Path(f"{path}-journal")):
-            leftover.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
         raise
     return db
 
