@@ -24,15 +24,13 @@ from llm_utility.generation.store import (
     AttentionRequest,
     GenerationStore,
     StoreError,
-    compact,
     count_rows,
     job_name,
     main,
     make_key,
-    migrate,
     shards,
-    verify,
 )
+from llm_utility.generation.store_maintenance import compact, migrate, verify
 
 # A deterministic stand-in for a model: shared by the tests and the subprocesses they start.
 FAKE = textwrap.dedent("""

@@ -36,8 +36,11 @@ Two writers that need the same calls at the same time split them: before computi
 commits *claims* on its keys; the others skip keys claimed by a live writer (and take them over if
 it dies: on the same machine its process is checked; elsewhere a writer whose shard has not changed
 for ``STALE_SECONDS`` counts as dead, and a live one touches its shard every
-``HEARTBEAT_SECONDS``); two claims of one key go to the earlier one. Where clocks or a network file
-system's caching fool this, a call is computed twice, never served wrong.
+``HEARTBEAT_SECONDS``). Each writer commits its claim before it reads the others', so of two
+writers claiming a key at once at least one sees the other's claim; the key goes to the smaller
+token (the other gives it up, the smaller waits until the other's claim has gone). Where a network
+file system's caching hides a claim, or a writer is taken for dead, a call is computed twice, never
+served wrong.
 
 A killed job's rerun is a new writer: it is served what the killed one committed and, when the dead
 writer ran on this machine, seals its shard. ``compact`` merges sealed shards (and, with
@@ -65,7 +68,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -105,6 +108,7 @@ _COLUMNS = (
 _INSERT = f"INSERT OR IGNORE INTO calls ({_COLUMNS}) VALUES ({','.join('?' * 13)})"
 _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...), well under SQLite's variable limit
 _OPEN = ".open.sqlite"
+_PEER_READ_TRIES = 5  # reads of another writer's open shard caught mid-commit, before giving up for now
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
 _TOKEN = r"\d{8}T\d{6}-[0-9a-f]{12}"
 _SHARD_NAME = re.compile(rf"^(?P<job>.+)\.(?P<token>{_TOKEN})(?P<open>\.open)?\.sqlite$")
@@ -288,30 +292,33 @@ class GenerationStore:
     def _other_open_shards(self) -> list[Path]:
         return [p for p in shards(self.root) if p.name.endswith(_OPEN) and p != self.path]
 
-    @contextlib.contextmanager
-    def _peer(self, path: Path) -> Iterator[sqlite3.Connection | None]:
-        """A fresh read of another writer's open shard; None while it cannot be read (being created,
-        or caught mid-commit: SQLite errors are expected there and mean "not now")."""
-        db = _connect_immutable(path)
-        if db is None:
-            yield None
-            return
-        try:
+    def _read_peer(self, path: Path, read: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``read(db)`` on a fresh connection to another writer's open shard; None when it cannot
+        be read now. A read caught in the middle of that writer's commit fails (SQLite errors are
+        expected there), so it is tried again a few times before it is given up until the next look;
+        a shard being created reads as version 0."""
+        for attempt in range(_PEER_READ_TRIES):
+            if attempt:
+                time.sleep(0.005 * attempt)
+            db = _connect_immutable(path)
+            if db is None:  # sealed or removed meanwhile
+                return None
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
-            except sqlite3.DatabaseError:
-                version = None
-            if version not in (None, 0, SCHEMA_VERSION):
-                raise StoreError(_version_message(path, version))
-            ready = version == SCHEMA_VERSION
-            try:
-                yield db if ready else None
+                if version == SCHEMA_VERSION:
+                    return read(db)
+                if version != 0:
+                    raise StoreError(_version_message(path, version))
             except sqlite3.DatabaseError as err:
-                if path not in self._warned:
-                    self._warned.add(path)
-                    log.info("open shard %s of another writer not readable now (%s); its calls are looked up again", path, err)
-        finally:
-            db.close()
+                error = err
+            else:
+                error = None
+            finally:
+                db.close()
+        if error is not None and path not in self._warned:
+            self._warned.add(path)
+            log.info("open shard %s of another writer not readable now (%s); it is read again later", path, error)
+        return None
 
     def _writer_of(self, path: Path, db: sqlite3.Connection) -> tuple | None:
         if path not in self._peer_writer:
@@ -327,11 +334,7 @@ class GenerationStore:
         they are read as sealed shards. Only where their death is certain: elsewhere they stay open
         (and are read as such) until ``compact(include_open=True)``."""
         for path in self._other_open_shards():
-            writer = None
-            with self._peer(path) as db:
-                if db is not None:
-                    with contextlib.suppress(sqlite3.DatabaseError):
-                        writer = self._writer_of(path, db)
+            writer = self._read_peer(path, lambda db, path=path: self._writer_of(path, db))
             if writer is None or not _on_this_machine(writer) or _process_alive(writer[3], writer[4]):
                 continue
             with contextlib.suppress(FileNotFoundError):  # another job adopted it first
@@ -339,8 +342,9 @@ class GenerationStore:
                 log.info("sealed %s: its writer (pid %s on this machine) is gone", path.name, writer[3])
         self._open_sealed()
 
-    def _select(self, db: sqlite3.Connection, path: Path, keys: Sequence[str]) -> dict[str, str]:
-        """Verified values of ``keys`` in one shard (rows failing their checksum are left out)."""
+    def _select(self, db: sqlite3.Connection, path: Path, keys: Sequence[str], live: bool = False) -> dict[str, str]:
+        """Verified values of ``keys`` in one shard (rows failing their checksum are left out, with a
+        warning unless the shard is ``live``: another writer's, where a row read mid-commit fails too)."""
         found: dict[str, str] = {}
         bad = 0
         for i in range(0, len(keys), _LOOKUP_CHUNK):
@@ -351,7 +355,7 @@ class GenerationStore:
                     found[key] = value
                 else:
                     bad += 1
-        if bad:
+        if bad and not live:
             self._warn_bad_rows(path, bad)
         return found
 
@@ -377,11 +381,16 @@ class GenerationStore:
             wanted = [k for k in keys if k not in found]
             if not wanted:
                 break
-            with self._peer(path) as db:
-                if db is not None:
-                    last = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM calls").fetchone()[0]
-                    found.update(self._select(db, path, wanted))
-                    self._peer_rowid[path] = max(self._peer_rowid.get(path, 0), last)
+
+            def read(db: sqlite3.Connection, path: Path = path, wanted: list[str] = wanted) -> tuple[int, dict[str, str]]:
+                last = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM calls").fetchone()[0]
+                return last, self._select(db, path, wanted, live=True)
+
+            got = self._read_peer(path, read)
+            if got is not None:
+                last, values = got
+                found.update(values)
+                self._peer_rowid[path] = max(self._peer_rowid.get(path, 0), last)
         return found
 
     def _news(self, wanted: set[str]) -> dict[str, str]:
@@ -392,35 +401,33 @@ class GenerationStore:
             with _sqlite_errors(path, "reading a stored call"):
                 found.update(self._select(self._sealed[path], path, [k for k in wanted if k not in found]))
         for path in self._other_open_shards():
-            with self._peer(path) as db:
-                if db is None:
-                    continue
-                last = self._peer_rowid.get(path, 0)
-                rows = db.execute("SELECT rowid, key, value, checksum FROM calls WHERE rowid > ?", (last,)).fetchall()
-                bad = 0
+            last = self._peer_rowid.get(path, 0)
+            rows = self._read_peer(
+                path, lambda db, last=last: db.execute("SELECT rowid, key, value, checksum FROM calls WHERE rowid > ?", (last,)).fetchall()
+            )
+            if rows is not None:
                 for rowid, key, value, checksum in rows:
                     last = max(last, rowid)
-                    if key in wanted and key not in found:
-                        if checksum == row_checksum(key, value):
-                            found[key] = value
-                        else:
-                            bad += 1
-                if bad:
-                    self._warn_bad_rows(path, bad)
+                    if key in wanted and key not in found and checksum == row_checksum(key, value):
+                        found[key] = value
                 self._peer_rowid[path] = last
         return found
 
-    def _claims_of_others(self) -> dict[str, tuple[float, str]]:
-        """Keys live writers are computing now: key -> (when claimed, writer token), the earliest."""
-        claims: dict[str, tuple[float, str]] = {}
+    def _claims_of_others(self) -> dict[str, tuple[str, float]]:
+        """Keys live writers are computing now: key -> (the smallest claiming writer's token, the
+        earliest time it was claimed)."""
+        claims: dict[str, tuple[str, float]] = {}
         for path in self._other_open_shards():
             match = _SHARD_NAME.match(path.name)
-            with self._peer(path) as db:
-                if db is None or match is None or self._peer_is_dead(path, db):
-                    continue
-                for key, claimed in db.execute("SELECT key, claimed FROM claims"):
-                    claim = (claimed, match["token"])
-                    claims[key] = min(claims.get(key, claim), claim)
+            if match is None:
+                continue
+
+            def read(db: sqlite3.Connection, path: Path = path) -> list[tuple[str, float]]:
+                return [] if self._peer_is_dead(path, db) else db.execute("SELECT key, claimed FROM claims").fetchall()
+
+            for key, claimed in self._read_peer(path, read) or []:
+                token, first = claims.get(key, (match["token"], claimed))
+                claims[key] = (min(token, match["token"]), min(first, claimed))
         return claims
 
     def _claim(self, keys: Sequence[str]) -> None:
@@ -553,8 +560,11 @@ class GenerationStore:
         """Compute the requests of ``order`` (in that order) that nobody stores meanwhile.
 
         Each batch is claimed before it is computed; keys a live writer claimed are held back (and
-        waited for at the end) unless its claim is older than the patience; a key two writers
-        claimed at once goes to the earlier claim. Cost per batch: a few reads of the other
+        waited for at the end) unless its claim is older than the patience. A key two writers claim
+        at once goes to the writer with the smaller token: the other gives it up, and the smaller
+        one waits until the other's claim on it has gone (given up, or stored: then it is served).
+        Since each writer commits its claim before it reads the others', at least one of two sees
+        the other's claim, so a key is computed once. Cost per batch: a few reads of the other
         writers' open shards, however many requests are left.
         """
         pending = set(order)
@@ -573,36 +583,46 @@ class GenerationStore:
             count("served", len(done))
             bar.update(len(done))
 
-        def blocking(claim: tuple[float, str] | None, before: tuple[float, str] | None = None) -> bool:
-            """A claim that holds (its writer is live, checked by the caller) and is recent enough."""
+        def holds(claim: tuple[str, float] | None) -> bool:
+            """A live writer's claim (the caller checked it is live) that is recent enough."""
             patience = max(STALE_SECONDS, 4 * self._slowest_batch)
-            return claim is not None and (before is None or claim < before) and time.time() - claim[0] <= patience
+            return claim is not None and time.time() - claim[1] <= patience
 
         while pending:
             claims = self._claims_of_others()
             batch, still_held = [], []
             for r in held:
                 if r in pending:
-                    (still_held if blocking(claims.get(keys[r])) or len(batch) >= batch_size else batch).append(r)
+                    (still_held if holds(claims.get(keys[r])) or len(batch) >= batch_size else batch).append(r)
             held = still_held
             while len(batch) < batch_size and cursor < len(order):
                 r = order[cursor]
                 cursor += 1
                 if r in pending:
-                    (held if blocking(claims.get(keys[r])) else batch).append(r)
+                    (held if holds(claims.get(keys[r])) else batch).append(r)
             if not batch:  # every call left is being computed by another writer
                 wait.sleep()
                 serve(self._news(pending_keys))
                 continue
             self._claim([keys[r] for r in batch])
-            # What the others stored, or claimed before they could see this claim.
+            # The others' claims, then what they stored: a batch another writer stores (its rows and
+            # the end of its claim commit together) is seen as one or the other.
+            claims = self._claims_of_others()
             serve(self._news(pending_keys))
-            claims, mine = self._claims_of_others(), (self._claim_time, self.token)
-            kept = []
-            for r in batch:
-                if r in pending:
-                    (held if blocking(claims.get(keys[r]), before=mine) else kept).append(r)
-            batch = kept
+            batch = [r for r in batch if r in pending]
+            given_up = [r for r in batch if holds(claims.get(keys[r])) and claims[keys[r]][0] < self.token]
+            if given_up:
+                held.extend(given_up)
+                batch = [r for r in batch if r not in set(given_up)]
+                self._claim([keys[r] for r in batch])
+            waiting = {keys[r] for r in batch if holds(claims.get(keys[r]))}
+            if waiting:  # claimed by writers with larger tokens too: they give these up or store them
+                while waiting:
+                    wait.sleep()
+                    claims = self._claims_of_others()
+                    waiting = {k for k in waiting if holds(claims.get(k))}
+                serve(self._news(pending_keys))
+                batch = [r for r in batch if r in pending]
             if not batch:
                 continue
             wait.reset()
@@ -800,7 +820,8 @@ def _sqlite_errors(path: Path, doing: str) -> Iterator[None]:
 def _connect_immutable(path: Path) -> sqlite3.Connection | None:
     """A read-only connection that takes no lock and reads no journal; None if the file is gone."""
     try:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        # mode=ro: never create the file (another writer may have just sealed or removed it)
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     except sqlite3.OperationalError:
         if not path.exists():
             return None
@@ -944,234 +965,12 @@ def count_rows(root: str | os.PathLike, kind: str | None = None) -> int:
     return len(keys)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Maintenance: verify, compact, migrate
-
-
-@dataclass
-class ShardReport:
-    """What ``verify`` found in one shard: ``bad_keys`` fail their checksum or their key."""
-
-    path: Path
-    state: str  # "sealed", "open (writer gone)", "open (being written)"
-    rows: int = 0
-    bad_keys: list[str] = field(default_factory=list)
-    problem: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None and not self.bad_keys
-
-
-def _bad_rows(db: sqlite3.Connection) -> tuple[int, list[str]]:
-    """(rows, keys of rows whose checksum, or whose key recomputed from its columns, does not match)."""
-    rows, bad = 0, []
-    for key, kind, fingerprint, backend, params, prompt, target, value, checksum in db.execute(
-        "SELECT key, kind, fingerprint, backend, params, prompt, target, value, checksum FROM calls"
-    ):
-        rows += 1
-        try:
-            same_key = key == make_key(kind, fingerprint, backend, prompt, target, json.loads(params))
-        except ValueError:
-            same_key = False
-        if checksum != row_checksum(key, value) or not same_key:
-            bad.append(key)
-    return rows, bad
-
-
-def verify(root: str | os.PathLike) -> list[ShardReport]:
-    """Check every shard of one model's store: the file (SQLite's integrity check), its schema
-    version, and every row against its checksum and its key. Open shards of live writers change
-    while read, so they are listed but not checked."""
-    reports = []
-    for path in shards(root):
-        is_open = path.name.endswith(_OPEN)
-        db = _connect_immutable(path)
-        if db is None:
-            continue
-        try:
-            writer = None
-            if is_open:
-                with contextlib.suppress(sqlite3.Error):
-                    row = db.execute("SELECT host, boot, pidns, pid, started FROM writer").fetchone()
-                    writer = tuple(row) if row else None
-                if not _writer_is_dead(path, writer):
-                    reports.append(ShardReport(path, "open (being written)"))
-                    continue
-            report = ShardReport(path, "open (writer gone)" if is_open else "sealed")
-            try:
-                _check(db, path)
-                with _sqlite_errors(path, "checking the file"):
-                    problems = [r for (r,) in db.execute("PRAGMA integrity_check")]
-                    if problems != ["ok"]:
-                        report.problem = "damaged file: " + "; ".join(problems[:3])
-                    report.rows, report.bad_keys = _bad_rows(db)
-            except StoreError as err:
-                report.problem = str(err)
-            reports.append(report)
-        finally:
-            db.close()
-    return reports
-
-
-def compact(root: str | os.PathLike, include_open: bool = False) -> Path | None:
-    """Merge the sealed shards of ``root`` into one and delete them; return the merged file.
-
-    Rows that fail their checksum are dropped (the next run computes them again). Run it when no
-    job of this store is running: a job that started before keeps reading the files it opened.
-    ``include_open`` also merges the open shards of writers that are gone (killed jobs whose shard
-    no rerun sealed); those of live writers are left alone.
-    """
-    root = Path(root)
-    inputs = []
-    for path in shards(root):
-        if path.name.endswith(_OPEN):
-            if not include_open:
-                continue
-            db = _connect_immutable(path)
-            if db is None:
-                continue
-            try:
-                with contextlib.suppress(sqlite3.Error):
-                    row = db.execute("SELECT host, boot, pidns, pid, started FROM writer").fetchone()
-                alive = not _writer_is_dead(path, tuple(row) if row else None)
-            finally:
-                db.close()
-            if alive:
-                log.info("compact: %s is being written by a live job; left as it is", path.name)
-                continue
-            if Path(f"{path}-journal").exists():
-                path = _seal_dead_shard(path)
-        inputs.append(path)
-    if len(inputs) < 2:
-        return None
-    token = _new_token()
-    tmp = root / f".compact-{token}.tmp"
-    out = _open_writer(tmp)
-    dropped = 0
-    try:
-        for path in inputs:
-            src = _connect_immutable(path)
-            if src is None:
-                continue
-            try:
-                _check(src, path)
-                with _sqlite_errors(path, "reading it for compaction"):
-                    rows = src.execute(f"SELECT {_COLUMNS} FROM calls").fetchall()
-            finally:
-                src.close()
-            good = [r for r in rows if r[12] == row_checksum(r[0], r[7])]
-            dropped += len(rows) - len(good)
-            with _sqlite_errors(tmp, "writing the merged shard"), _transaction(out):
-                out.executemany(_INSERT, good)
-        with _sqlite_errors(tmp, "writing the merged shard"):
-            out.execute("VACUUM")
-    except BaseException:
-        out.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    out.close()
-    if dropped:
-        log.warning("compact %s: dropped %d call(s) that failed their checksum", root, dropped)
-    merged = root / f"compacted.{token}.sqlite"
-    os.replace(tmp, merged)
-    for path in inputs:
-        path.unlink(missing_ok=True)
-    return merged
-
-
-def migrate(root: str | os.PathLike) -> list[tuple[Path, int, int]]:
-    """Rewrite the schema-version-2 shards of ``root`` (no checksums) in this version; return
-    (new file, rows kept, rows dropped) for each. A row is kept when its key matches its columns;
-    its value gets a checksum as it is, so a value damaged before the migration cannot be told.
-    A shard SQLite finds damaged stops the migration with its name. Run it when no job of this
-    store is running."""
-    root = Path(root)
-    done = []
-    for path in shards(root):
-        src = _connect_immutable(path)
-        if src is None:
-            continue
-        try:
-            with _sqlite_errors(path, "reading it for migration"):
-                if src.execute("PRAGMA user_version").fetchone()[0] != 2:
-                    continue
-                problems = [r for (r,) in src.execute("PRAGMA integrity_check")]
-                if problems != ["ok"]:
-                    raise StoreError(f"generation store file {path} is damaged ({problems[0]}): delete it (its calls are recomputed)")
-                old = src.execute(
-                    "SELECT key, kind, fingerprint, backend, params, prompt, target, value, prompt_tokens, "
-                    "output_tokens, seconds, created FROM calls"
-                ).fetchall()
-        finally:
-            src.close()
-        rows = [
-            (*r, row_checksum(r[0], r[7]))
-            for r in old
-            if r[0] == make_key(r[1], r[2], r[3], r[5], r[6], json.loads(r[4]))
-        ]
-        match = re.match(r"^(?P<job>.+?)(\.open|\.\d{8}T\d{6}-[0-9a-f]{8})\.sqlite$", path.name)
-        job = match["job"] if match else path.stem
-        token = _new_token()
-        tmp = root / f".migrate-{token}.tmp"
-        out = _open_writer(tmp)
-        try:
-            with _sqlite_errors(tmp, "writing the migrated shard"), _transaction(out):
-                out.executemany(_INSERT, rows)
-        except BaseException:
-            out.close()
-            tmp.unlink(missing_ok=True)
-            raise
-        out.close()
-        new = root / f"{job}.{token}.sqlite"
-        os.replace(tmp, new)
-        path.unlink()
-        done.append((new, len(rows), len(old) - len(rows)))
-    return done
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m llm_utility.generation.store {compact,verify,migrate} <store_dir>/<llm>...``"""
-    import argparse
+    """``python -m llm_utility.generation.store {compact,verify,migrate} <store_dir>/<llm>...``
+    (``store_maintenance``)."""
+    from .store_maintenance import main as run
 
-    parser = argparse.ArgumentParser(prog="python -m llm_utility.generation.store", description=main.__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    cmd = sub.add_parser("compact", help="merge a model's sealed shards into one file (when no job runs)")
-    cmd.add_argument("--include-open", action="store_true", help="also merge the shards of killed jobs")
-    ver = sub.add_parser("verify", help="check every shard and row; exit status 1 if anything is bad")
-    mig = sub.add_parser("migrate", help="rewrite schema-version-2 shards with checksums (when no job runs)")
-    for p in (cmd, ver, mig):
-        p.add_argument("root", nargs="+", help="a model's store directory, e.g. resources/cache/generation/smollm2-135m")
-    args = parser.parse_args(argv)
-    status = 0
-    try:
-        for root in args.root:
-            if not Path(root).is_dir():
-                print(f"{root}: not a directory")
-                status = 1
-            elif args.command == "compact":
-                merged = compact(root, include_open=args.include_open)
-                print(f"{root}: {'merged into ' + merged.name if merged else 'nothing to merge'}")
-            elif args.command == "migrate":
-                for new, kept, dropped in migrate(root):
-                    print(f"{root}: migrated into {new.name}: {kept} calls kept, {dropped} dropped (key mismatch)")
-            else:
-                for report in verify(root):
-                    if report.problem:
-                        status = 1
-                        print(f"BAD  {report.path}: {report.problem}")
-                    elif report.bad_keys:
-                        status = 1
-                        print(f"BAD  {report.path}: {len(report.bad_keys)} of {report.rows} calls fail their checksum "
-                              f"(recomputed by the next run; `compact` drops them): {', '.join(report.bad_keys[:5])}")
-                    elif report.state == "open (being written)":
-                        print(f"LIVE {report.path}: being written by a running job, not checked")
-                    else:
-                        print(f"ok   {report.path}: {report.rows} calls ({report.state})")
-    except StoreError as err:
-        print(f"error: {err}")
-        return 1
-    return status
+    return run(argv)
 
 
 if __name__ == "__main__":
