@@ -825,7 +825,8 @@ def _connect_immutable(path: Path) -> sqlite3.Connection | None:
     except sqlite3.OperationalError:
         if not path.exists():
             return None
-        raise
+        with _sqlite_errors(path, "opening the shard"):
+            raise
 
 
 def _check(db: sqlite3.Connection, path: Path) -> None:
