@@ -26,11 +26,10 @@ from llm_utility.generation.store import (
     StoreError,
     count_rows,
     job_name,
-    main,
     make_key,
     shards,
 )
-from llm_utility.generation.store_maintenance import compact, migrate, verify
+from llm_utility.generation.store_maintenance import compact, main, migrate, verify
 
 # A deterministic stand-in for a model: shared by the tests and the subprocesses they start.
 FAKE = textwrap.dedent("""

@@ -45,7 +45,7 @@ served wrong.
 A killed job's rerun is a new writer: it is served what the killed one committed and, when the dead
 writer ran on this machine, seals its shard. ``compact`` merges sealed shards (and, with
 ``include_open``, those of writers that are gone) into one; ``verify`` checks a whole store; both
-are also commands: ``python -m llm_utility.generation.store {compact,verify,migrate} <dir>``.
+are also commands: ``python -m llm_utility.generation.store_maintenance {verify,compact,migrate} <dir>``.
 
 Every SQLite error is raised as ``StoreError`` naming the file, what failed (a full file system is
 named as such) and how to recover. Before a job computes, the store checks that the free space of its
@@ -362,7 +362,7 @@ class GenerationStore:
     def _warn_bad_rows(self, path: Path, n: int) -> None:
         log.warning(
             "generation store file %s: %d stored call(s) fail their checksum (changed on disk) and are "
-            "computed again; `python -m llm_utility.generation.store verify %s` lists them, `compact` drops them",
+            "computed again; `python -m llm_utility.generation.store_maintenance verify %s` lists them, `compact` drops them",
             path, n, path.parent,
         )
 
@@ -403,7 +403,10 @@ class GenerationStore:
         for path in self._other_open_shards():
             last = self._peer_rowid.get(path, 0)
             rows = self._read_peer(
-                path, lambda db, last=last: db.execute("SELECT rowid, key, value, checksum FROM calls WHERE rowid > ?", (last,)).fetchall()
+                path,
+                lambda db, last=last: db.execute(
+                    "SELECT rowid, key, value, checksum FROM calls WHERE rowid > ?", (last,)
+                ).fetchall(),
             )
             if rows is not None:
                 for rowid, key, value, checksum in rows:
@@ -756,7 +759,7 @@ class _Heartbeat:
 
 def _recovery(path: Path) -> str:
     return (
-        f"run `python -m llm_utility.generation.store verify {path.parent}`, then delete {path} or move it "
+        f"run `python -m llm_utility.generation.store_maintenance verify {path.parent}`, then delete {path} or move it "
         f"aside (the calls it holds are recomputed on the next run)"
     )
 
@@ -765,7 +768,7 @@ def _version_message(path: Path, version: Any) -> str:
     if version == 2:
         return (
             f"generation store file {path} has schema version 2 (no checksums), this code reads version "
-            f"{SCHEMA_VERSION}: when no job of this store runs, `python -m llm_utility.generation.store migrate "
+            f"{SCHEMA_VERSION}: when no job of this store runs, `python -m llm_utility.generation.store_maintenance migrate "
             f"{path.parent}` adds checksums to its rows (values damaged before cannot be told), or delete it "
             f"(its calls are recomputed)"
         )
@@ -964,15 +967,3 @@ def count_rows(root: str | os.PathLike, kind: str | None = None) -> int:
         finally:
             db.close()
     return len(keys)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m llm_utility.generation.store {compact,verify,migrate} <store_dir>/<llm>...``
-    (``store_maintenance``)."""
-    from .store_maintenance import main as run
-
-    return run(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

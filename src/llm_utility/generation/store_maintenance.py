@@ -1,6 +1,6 @@
 """Keeping a generation store sound: ``verify`` checks every shard and row, ``compact`` merges shards,
 ``migrate`` rewrites shards of schema version 2. Each is also a command,
-``python -m llm_utility.generation.store {verify,compact,migrate} <store_dir>/<llm>...``.
+``python -m llm_utility.generation.store_maintenance {verify,compact,migrate} <store_dir>/<llm>...``.
 Run ``compact`` and ``migrate`` when no job of any workflow sharing the store is running."""
 
 from __future__ import annotations
@@ -184,7 +184,9 @@ def migrate(root: str | os.PathLike) -> list[tuple[Path, int, int]]:
                     continue
                 problems = [r for (r,) in src.execute("PRAGMA integrity_check")]
                 if problems != ["ok"]:
-                    raise StoreError(f"generation store file {path} is damaged ({problems[0]}): delete it (its calls are recomputed)")
+                    raise StoreError(
+                        f"generation store file {path} is damaged ({problems[0]}): delete it (its calls are recomputed)"
+                    )
                 old = src.execute(
                     "SELECT key, kind, fingerprint, backend, params, prompt, target, value, prompt_tokens, "
                     "output_tokens, seconds, created FROM calls"
@@ -217,10 +219,10 @@ def migrate(root: str | os.PathLike) -> list[tuple[Path, int, int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m llm_utility.generation.store {compact,verify,migrate} <store_dir>/<llm>...``"""
+    """``python -m llm_utility.generation.store_maintenance {verify,compact,migrate} <store_dir>/<llm>...``"""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m llm_utility.generation.store", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m llm_utility.generation.store_maintenance", description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("compact", help="merge a model's sealed shards into one file (when no job runs)")
     cmd.add_argument("--include-open", action="store_true", help="also merge the shards of killed jobs")
@@ -259,3 +261,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     return status
 
+
+if __name__ == "__main__":
+    raise SystemExit(main())
