@@ -16,7 +16,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 sys.path.insert(0, _SRC)
 
 from llm_utility.method.answers import CANDIDATE_CONTEXTS, gold_context  # noqa: E402
-from llm_utility.workflow import Plan, check_config, input_key  # noqa: E402
+from llm_utility.workflow import (
+    Plan,
+    canonicalize_config,
+    check_config,
+    input_key,
+)  # noqa: E402
 
 # HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
 # variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
@@ -33,6 +38,10 @@ envvars:
     "PYTHONPATH",
     "HF_TOKEN",
     "HF_HOME",
+
+
+# Params built from the config are then the same for a config whose keys were only reordered.
+canonicalize_config(config)
 
 
 # --- config access and the plan -------------------------------------------------------------------

@@ -219,6 +219,11 @@ def test_json_error_column_at_line_end(tmp_path):
     path = _write(tmp_path, "q2.jsonl", _jsonl('{"id": "b", "question": "Q?" "answers": ["A"]}'))
     with pytest.raises(DataFormatError, match="line 1: invalid JSON .* at column 30"):
         load_queries_jsonl(path)
+    # json's "starting at" messages get the column once: where the string starts.
+    path = _write(tmp_path, "q3.jsonl", _jsonl('{"id": "b", "question": "Q?'))
+    with pytest.raises(DataFormatError) as err:
+        load_queries_jsonl(path)
+    assert str(err.value).endswith("line 1: invalid JSON (Unterminated string starting at column 25)")
 
 
 def test_query_ids_differing_by_spaces_are_duplicates(tmp_path):

@@ -95,3 +95,32 @@ def test_a_cap_that_cannot_hold_every_id_stops_the_job(tmp_path):
     check_output_cap(gen, "rank", 20, needed, "rankings.max_new_tokens")
     with pytest.raises(ValueError, match=rf"rankings.max_new_tokens is {needed - 1}, but listing all 20 candidates .* takes {needed} tokens"):
         check_output_cap(gen, "rank", 20, needed - 1, "rankings.max_new_tokens")
+
+
+def _reversed(value):
+    if isinstance(value, dict):
+        return {k: _reversed(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed(v) for v in value]
+    return value
+
+
+def test_canonical_config_ignores_key_order_and_keeps_the_tables_order(repo):
+    """What rules build their params from (Snakemake reruns a job when a param's repr changed)."""
+    import yaml
+
+    from llm_utility.workflow.canonical import ORDERED_COLLECTIONS, canonical_config
+
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    same, reordered = canonical_config(config), canonical_config(_reversed(config))
+    assert list(same) == sorted(config) and list(reordered) == list(same)
+    for key in same:
+        if key in ORDERED_COLLECTIONS:
+            # The entries keep the order they are written in (rows and columns of the tables),
+            # each entry's own keys are canonical.
+            assert list(same[key]) == list(config[key]) and list(reordered[key]) == list(reversed(list(config[key])))
+            assert all(repr(same[key][name]) == repr(reordered[key][name]) for name in config[key])
+        else:
+            assert repr(same[key]) == repr(reordered[key]), key
+    assert same["prompts"] == config["prompts"]  # lists keep their order
+    assert list(same["llms"]["smollm2-135m"]["weights"]) == ["gguf_file", "gguf_package"]

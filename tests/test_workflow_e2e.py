@@ -8,6 +8,7 @@ job's script runs by hand with the workflow's own paths.
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ import polars as pl
 import pytest
 import yaml
 
-from workflow_runner import run_workflow, workdir_sharing_models
+from workflow_runner import run_workflow, snakemake_cmd, workdir_sharing_models
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
 
@@ -266,6 +267,76 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
 
 
+def _reordered(value, keep_order=()):
+    """``value`` with the keys of every mapping in reverse order, at any depth (the entries of the
+    top-level ``keep_order`` collections keep their order; their own keys are reversed)."""
+    if isinstance(value, dict):
+        return {
+            k: ({n: _reordered(e) for n, e in value[k].items()} if k in keep_order else _reordered(value[k]))
+            for k in reversed(list(value))
+        }
+    if isinstance(value, list):
+        return [_reordered(v) for v in value]
+    return value
+
+
+def test_a_reordered_config_reruns_nothing(repo, demo):
+    """Snakemake compares params by repr, which follows key order: the workflow canonicalizes its
+    config, so the same config with every mapping's keys reversed is the same config."""
+    workdir, cfg, _ = demo
+    reordered = workdir / "reordered.yaml"
+    reordered.write_text(yaml.safe_dump(_reordered(cfg, keep_order=("datasets", "llms")), sort_keys=False))
+    dry = run_workflow(repo, workdir, reordered, "-n", "--cores", "2")
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+    # The order of the datasets and of the LLMs is the order of the tables' rows and columns:
+    # reversing it lays out the tables, figures and findings again, and computes nothing else.
+    swapped = workdir / "swapped.yaml"
+    swapped.write_text(yaml.safe_dump(_reordered(cfg), sort_keys=False))
+    dry = run_workflow(repo, workdir, swapped, "-n", "--cores", "2")
+    text = dry.stdout + dry.stderr
+    assert dry.returncode == 0, text[-3000:]
+    outputs = [o for line in re.findall(r"^\s+output: (.*)$", text, re.M) for o in line.split(", ")]
+    laid_out = [o for o in outputs if o.startswith(("results/tables/", "results/figures/")) or o in ("results/findings.json", "results/config.yaml")]
+    assert outputs and laid_out == outputs, sorted(set(outputs) - set(laid_out))
+
+
+def test_two_workflows_sharing_a_store_compute_every_call_once(repo, demo, tmp_path):
+    """The e2e workflow copied into two working directories that share one fresh store_dir, the same
+    answer job forced in both at once: neither fails, together they make each call once, and both
+    write the answers of the original run."""
+    workdir, cfg, cfg_path = demo
+    store = tmp_path / "shared-store"
+    target = "results/wf-single/smollm2-135m/answers/none.parquet"
+    copies = [tmp_path / "workflow-1", tmp_path / "workflow-2"]
+    for copy in copies:
+        shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "locks"))
+    procs = [
+        subprocess.Popen(
+            snakemake_cmd(
+                "--snakefile", str(repo / "Snakefile"), "--directory", str(copy), "--configfile", str(cfg_path),
+                "--config", f"store_dir={store}", "--cores", "1", target, "--forcerun", "answer_candidates",
+            ),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for copy in copies
+    ]
+    outs = [p.communicate(timeout=1500)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+    stats = []
+    for copy in copies:
+        log = (copy / "logs/answer_candidates/wf-single/smollm2-135m.log").read_text()
+        stats.append(json.loads(re.search(r"store_stats (\{.*\})", log).group(1))["calls"]["generate"])
+    made, served = [s["made"] for s in stats], [s["served"] for s in stats]
+    print(f"two workflows, one store: made {made}, served {served}")  # reported numbers (pytest -s)
+    unique = count_rows(store / "smollm2-135m")
+    assert sum(made) == unique and all(m + s == unique for m, s in zip(made, served))
+    for copy in copies:
+        for context in ("none", "single", "topk", "union", "human"):
+            answers = f"results/wf-single/smollm2-135m/answers/{context}.parquet"
+            assert pl.read_parquet(copy / answers).equals(pl.read_parquet(workdir / answers)), (copy, context)
+
+
 def test_a_job_runs_by_hand_with_the_workflows_paths(repo, demo):
     """Every script builds its `snakemake` object with mock_snakemake when run by hand."""
     workdir, _, cfg_path = demo
@@ -278,3 +349,4 @@ def test_a_job_runs_by_hand_with_the_workflows_paths(repo, demo):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert table.read_text() == before
+

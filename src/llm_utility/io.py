@@ -7,7 +7,9 @@ fails or is killed never leaves a half-written file that a later run would mista
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,10 +22,16 @@ os.umask(_UMASK)
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in ``path``'s directory; rename it onto ``path`` only on success."""
+    """Yield a temporary path in ``path``'s directory; rename it onto ``path`` only on success.
+
+    A full file system (whatever library wrote the file, and however it words it) is raised as
+    ``OSError(ENOSPC)`` naming ``path``, not the temporary file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise _no_space(err, path) or OSError(err.errno, f"cannot write {path}: {err.strerror or err}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -32,8 +40,30 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if tmp_path.exists():
             os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
+    except Exception as err:
+        full = _no_space(err, path)
+        if full is None:
+            raise
+        raise full from err
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+_NO_SPACE = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
+
+
+def _no_space(err: BaseException, path: Path) -> OSError | None:
+    """An OSError naming ``path`` if ``err`` says its file system is full (polars, pyarrow and open()
+    each say it their own way), else None."""
+    if getattr(err, "errno", None) not in (errno.ENOSPC, errno.EDQUOT) and not any(s in str(err) for s in _NO_SPACE):
+        return None
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return OSError(
+        errno.ENOSPC, f"No space left on device: cannot write {path} ({free} on its file system); nothing was written"
+    )
 
 
 def write_parquet(df: pl.DataFrame, path: str | os.PathLike) -> None:

@@ -117,9 +117,19 @@ def parse_json_line(name: str, lineno: int, line: str):
     try:
         return json.loads(line)
     except json.JSONDecodeError as e:
-        # ``line`` carries no newline, so a column past the last character means "the line ended".
-        where = "at the end of the line" if e.pos >= len(line.rstrip()) else f"at column {e.colno}"
-        raise DataFormatError(name, lineno, f"invalid JSON ({e.msg} {where}, column {e.colno})") from None
+        raise DataFormatError(name, lineno, f"invalid JSON ({_json_problem(e)})") from None
+
+
+def _json_problem(e: json.JSONDecodeError) -> str:
+    """What ``json`` found wrong, with the column once. Some of its messages end in "at" and mean the
+    column where a string or object starts ("Unterminated string starting at"); a column past the
+    last character of its line means "the line ended"."""
+    if e.msg.endswith(" at"):
+        return f"{e.msg} column {e.colno}"
+    end = e.doc.find("\n", e.pos)
+    if not e.doc[e.pos : end if end >= 0 else None].strip():
+        return f"{e.msg} at the end of the line, column {e.colno}"
+    return f"{e.msg} at column {e.colno}"
 
 
 def iter_jsonl(path: str | os.PathLike, member: str | None = None) -> Iterator[tuple[int, object]]:
@@ -150,7 +160,7 @@ def read_json_document(path: str | os.PathLike, member: str | None = None):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataFormatError(name, e.lineno, f"invalid JSON ({e.msg} at column {e.colno})") from None
+        raise DataFormatError(name, e.lineno, f"invalid JSON ({_json_problem(e)})") from None
 
 
 def as_id(value) -> str | None:
