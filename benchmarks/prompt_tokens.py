@@ -54,7 +54,7 @@ def main() -> None:
     from llm_utility.generation import load_generator
     from llm_utility.method.judgments import SELECTION_METHODS, VERBAL_RANKING_METHODS, listwise_messages, pointwise_prompt, render_judgment
     from llm_utility.method.prompts import answer_prompt, load_prompts
-    from llm_utility.workflow import with_defaults
+    from llm_utility.config import with_defaults
 
     config = yaml.safe_load(Path(args.config).read_text())
     prompts = load_prompts(REPO / config.get("prompts", "config/prompts.yaml"))

@@ -103,7 +103,8 @@ if DOWNLOADS:
 
 if MISSING:
 
-    # A configured local file that is absent: this job fails with where to get it and where to put it.
+    # A configured local file that is absent: this job fails with where to get it and where to put it,
+    # first (top priority), before any other job spends time on a run that cannot finish.
     rule missing_data_file:
         output:
             file="{missing}",
@@ -111,6 +112,7 @@ if MISSING:
             "logs/missing_data_file/{missing}.log",
         wildcard_constraints:
             missing=alternatives(MISSING),
+        priority: 1000
         resources:
             **LIGHT,
         params:
