@@ -4,7 +4,7 @@ same calls on the CPU, on tiny models built here from files in the repository (n
     python benchmarks/gpu_check.py [--json out.json]
 
 For the day a GPU machine is at hand: it needs torch, transformers and sentence-transformers (and
-the library's own light dependencies: numpy, polars, pyarrow, pyyaml, regex, tqdm), no network,
+the library's own light dependencies: numpy, pyyaml, regex, tqdm; not polars or pyarrow), no network,
 no vLLM, no FAISS. It
 
   1. builds a tiny random Llama (grouped-query attention) with a BPE tokenizer trained on the

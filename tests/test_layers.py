@@ -187,3 +187,20 @@ def test_the_checks_catch_what_they_should(tmp_path, files, upward, circular):
     graph = imports_of(_write(tmp_path, files))
     assert upward_imports(graph) == upward
     assert circles(graph) == circular
+
+
+def test_the_gpu_check_modules_import_where_only_torch_is(tmp_path):
+    """benchmarks/gpu_check.py runs on a bare GPU image (torch, transformers, sentence-transformers):
+    the modules it uses must import without polars, pyarrow, FAISS or vLLM."""
+    for name in ("polars", "pyarrow", "faiss", "vllm"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed')\n")
+    code = ("import llm_utility.generation, llm_utility.gpu; from llm_utility.retrieval.encoders import load_encoder; "
+            "from llm_utility.generation import load_generator, AttentionRequest")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    # The blockers work: importing the index module (it needs polars) fails.
+    out = subprocess.run([sys.executable, "-c", "from llm_utility.retrieval import build_index"], capture_output=True,
+                         text=True, timeout=120, env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode != 0 and "polars is not installed" in out.stderr

@@ -13,8 +13,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -80,6 +82,8 @@ def write_text(text: str, path: str | os.PathLike) -> None:
 
 def conform(df: pl.DataFrame, schema: dict, name: str) -> pl.DataFrame:
     """Select and cast ``df`` to ``schema``; raise a ValueError naming ``name`` and the missing columns."""
+    import polars as pl
+
     missing = [c for c in schema if c not in df.columns]
     if missing:
         raise ValueError(f"{name}: missing column(s) {missing}; found {df.columns}")
@@ -88,6 +92,8 @@ def conform(df: pl.DataFrame, schema: dict, name: str) -> pl.DataFrame:
 
 def read_table(path: str | os.PathLike, schema: dict | None = None) -> pl.DataFrame:
     """Read a Parquet table, optionally checking it against ``schema``."""
+    import polars as pl  # imported here: atomic writes work without polars
+
     df = pl.read_parquet(path)
     return conform(df, schema, str(path)) if schema else df
 

@@ -2,8 +2,12 @@
 FAISS indexes, search and the run table.
 
 Heavy libraries (torch, sentence-transformers, FlagEmbedding, FAISS) are imported only when used, so
-this package imports in every environment of the workflow, including FlagEmbedding's own.
+this package imports in every environment of the workflow, including FlagEmbedding's own; the index
+functions (which need polars and pyarrow) load on first use, so the encoders also load where only
+torch and sentence-transformers are installed (benchmarks/gpu_check.py on a bare GPU image).
 """
+
+from typing import Any
 
 from llm_utility.retrieval.encoders import (
     EncoderSpec,
@@ -14,7 +18,17 @@ from llm_utility.retrieval.encoders import (
     resolve_model,
     shard_bounds,
 )
-from llm_utility.retrieval.index import build_index, run_frame, search
+
+_INDEX_NAMES = ("build_index", "run_frame", "search")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INDEX_NAMES:
+        from llm_utility.retrieval import index
+
+        return getattr(index, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EncoderSpec",

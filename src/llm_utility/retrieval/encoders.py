@@ -28,15 +28,16 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from llm_utility.gpu import close_before_release
 from llm_utility.io import atomic_path
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 from llm_utility.weights import (
     content_fingerprint,
     fetch_hub_model,
@@ -351,6 +352,8 @@ def iter_parquet_rows(
     path: str | os.PathLike, start: int, stop: int, columns: Sequence[str], batch_size: int = 4096
 ) -> Iterator[pa.RecordBatch]:
     """Yield rows ``[start, stop)`` of a Parquet file in order, reading only the row groups they span."""
+    import pyarrow.parquet as pq  # here, so the encoders load where only torch is (the GPU check)
+
     if stop <= start:
         return
     pf = pq.ParquetFile(path)
@@ -398,6 +401,8 @@ def encode_corpus_shard(
     of the concatenated shards is passage i. The file appears only once complete. ``chunk_rows``
     (default: 16 batches) is how many passages are read and handed to the encoder at a time.
     """
+    import pyarrow.parquet as pq
+
     n_rows = pq.ParquetFile(passages_path).metadata.num_rows
     start, stop = shard_bounds(n_rows, shard, n_shards)
     # Chunks of several batches let the backends sort by length within a chunk (less padding).
