@@ -109,7 +109,7 @@ def test_table1_hierarchy_pair_by_pair():
     # Human == U on every query: the point interval [0, 0], which does not show Human > U.
     human_u = found["table1_human_over_u"]
     assert (human_u["effect"], human_u["lo"], human_u["hi"], human_u["verdict"]) == (0.0, 0.0, 0.0, "inconclusive")
-    assert human_u["cells"][0] | {"note": ""} == {"dataset": D, "llm": "a", "effect": 0.0, "lo": 0.0, "hi": 0.0, "n": N, "interval": "degenerate", "verdict": "inconclusive", "note": ""}
+    assert human_u["cells"][0] | {"note": ""} == {"dataset": D, "llm": "a", "effect": 0.0, "lo": 0.0, "hi": 0.0, "n": N, "interval": "degenerate", "verdict": "inconclusive", "note": "", "in_scope": True}
 
 
 def transfer_inputs():
@@ -159,11 +159,14 @@ def test_human_share_and_same_family_overlap():
         "c": [(q, "c1") for q in QIDS],
     }
     gold = {(D, llm, "U"): pl.DataFrame(rows, schema=["qid", "pid"], orient="row") for llm, rows in gold_rows.items()}
-    inputs = F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, families={"a": "x", "b": "x", "c": "y"})
+    known = {(D, llm): known_frame(set()) for llm in gold_rows}
+    inputs = F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, known=known, families={"a": "x", "b": "x", "c": "y"})
     share = F.human_share_in_gold(inputs, RS)
+    assert share["expected"] == "within [33.3, 66.7]"
     a = share["cells"][0]
-    assert a["effect"] == pytest.approx(50.0) and a["hi"] < 100 and a["verdict"] == "holds"  # even queries: both in
-    assert share["cells"][2]["effect"] == 0.0  # c's gold set has no human passage
+    # Even queries: both human passages in. 20 queries of 0% or 100% leave the interval wider than the band.
+    assert a["effect"] == pytest.approx(50.0) and a["lo"] < 100 / 3 < 200 / 3 < a["hi"] and a["verdict"] == "inconclusive"
+    assert share["cells"][2]["effect"] == 0.0 and share["cells"][2]["verdict"] == "reversed"  # c's gold set has no human passage
     family = F.same_family_overlap(inputs, RS)
     assert family["effect"] == pytest.approx(2.0) and family["verdict"] == "holds"
     assert family["cells"][0]["same_pairs"] == 1 and family["cells"][0]["cross_pairs"] == 2
@@ -172,7 +175,32 @@ def test_human_share_and_same_family_overlap():
         assert entry["verdict"] == "not run" and reason in entry["reason"]
 
 
-def test_gold_lower_perplexity_and_known_lose_with_human():
+def test_an_about_claim_holds_inside_its_band_and_is_reversed_outside_it():
+    claim = F.Claim(id="x", claim="about half", source="s", unit="%", band=(100 / 3, 200 / 3))
+    assert claim.verdict_of(Effect(50.0, 40.0, 60.0, 30)) == "holds"
+    assert claim.verdict_of(Effect(50.0, 30.0, 60.0, 30)) == "inconclusive"  # reaches below a third
+    assert claim.verdict_of(Effect(90.0, 80.0, 95.0, 30)) == "reversed"
+    assert claim.verdict_of(Effect(10.0, 5.0, 20.0, 30)) == "reversed"
+    with pytest.raises(ValueError, match="needs its construction_reason"):
+        F.Claim(id="y", claim="c", source="s", unit="u", construction="partly_built_in")
+    with pytest.raises(ValueError, match="construction must be one of"):
+        F.Claim(id="y", claim="c", source="s", unit="u", construction="maybe")
+
+
+def test_human_share_leaves_the_known_queries_out():
+    """A known query's gold set is empty by definition: counting it would pull the share down whatever
+    the passages do. Every human passage of an unknown query is gold here, so the share is 100% (out
+    of the band: reversed), although half the queries are known and have none in their gold set."""
+    queries = {D: pl.DataFrame({"qid": QIDS, "question": QIDS, "answers": [["x"]] * N, "human_pids": [[f"h{i}"] for i in range(N)], "task": ["qa"] * N})}
+    gold = {(D, "a", "U"): pl.DataFrame({"qid": QIDS[10:], "pid": [f"h{i}" for i in range(10, N)]})}
+    inputs = F.FindingInputs(llms=["a"], gold=gold, queries=queries, known={(D, "a"): known_frame(first(10))})
+    share = F.human_share_in_gold(inputs, RS)
+    cell = share["cells"][0]
+    assert (cell["effect"], cell["n"], cell["known_left_out"]) == (100.0, 10, 10) and share["verdict"] == "reversed"
+    assert F.human_share_in_gold(F.FindingInputs(llms=["a"], gold=gold, queries=queries), RS)["reason"].startswith("no known flags")
+
+
+def test_gold_lower_perplexity_on_log_scale_paired_within_query_and_known_lose_with_human():
     rng = np.random.default_rng(5)
     rows = [(q, f"{q}g", True, 10 + rng.uniform(0, 2), 8 + rng.uniform(0, 2)) for q in QIDS]
     rows += [(q, f"{q}h", False, 30 + rng.uniform(0, 2), 25 + rng.uniform(0, 2)) for q in QIDS]
@@ -186,9 +214,35 @@ def test_gold_lower_perplexity_and_known_lose_with_human():
     for measure in ("ppl_passage", "ppl_query_passage"):
         entry = F.gold_lower_perplexity(inputs, RS, measure)
         cell = entry["cells"][0]
-        assert -23 < cell["effect"] < -15 and cell["hi"] < 0 and entry["verdict"] == "holds" and entry["overall"] == "cells"
+        # The paper's formula written out: per query, log ppl(G) - log ppl(H), averaged.
+        g, h = ppl.filter(pl.col("in_gold")), ppl.filter(~pl.col("in_gold"))
+        expected = float(np.mean(np.log(g[measure].to_numpy()) - np.log(h[measure].to_numpy())))
+        assert cell["effect"] == pytest.approx(expected, abs=1e-4) and cell["hi"] < 0
+        assert cell["comparison"].startswith("paired within query (20 queries") and entry["verdict"] == "holds" and entry["overall"] == "cells"
+    # On known queries None is right by definition: Human minus None cannot be positive, so it is
+    # described, not tested.
     lose = F.known_lose_with_human(inputs, RS)
-    assert lose["cells"][0]["n"] == 10 and lose["effect"] == pytest.approx(-50.0) and lose["verdict"] == "holds"
+    assert lose["construction"] == "cannot_fail" and lose["verdict"] == "by construction"
+    assert lose["cells"][0]["n"] == 10 and lose["effect"] == pytest.approx(-50.0) and lose["cells"][0]["verdict"] == "by construction"
+    assert lose["description"].startswith("-50.0 [") and "correct by definition" in lose["description"]
+
+
+def test_perplexity_is_unpaired_where_few_queries_have_both_kinds_and_one_passage_does_not_decide_it():
+    """One gold passage per query, one non-gold on other queries (single-hop: one human passage), and
+    one gold passage with a perplexity of 80,000: the mean of raw perplexities says gold passages are
+    far harder, the log-perplexity says they are easier on every other query."""
+    rows = [(q, f"{q}g", True, 9.0 + i % 3, 0.0) for i, q in enumerate(QIDS[:10])]
+    rows[0] = (QIDS[0], "g-outlier", True, 80_000.0, 0.0)
+    rows += [(q, f"{q}h", False, 30.0 + i % 3, 0.0) for i, q in enumerate(QIDS[10:])]
+    ppl = pl.DataFrame(rows, schema=["qid", "pid", "in_gold", "ppl_passage", "ppl_query_passage"], orient="row")
+    entry = F.gold_lower_perplexity(F.FindingInputs(llms=["a"], perplexity={(D, "a"): ppl}), RS, "ppl_passage")
+    cell = entry["cells"][0]
+    assert cell["comparison"].startswith("unpaired") and "0 queries with both kinds" in cell["comparison"]
+    logs = np.log(ppl["ppl_passage"].to_numpy())
+    gold = ppl["in_gold"].to_numpy()
+    assert cell["effect"] == pytest.approx(logs[gold].mean() - logs[~gold].mean(), abs=1e-4)
+    assert ppl.filter(pl.col("in_gold"))["ppl_passage"].mean() > ppl.filter(~pl.col("in_gold"))["ppl_passage"].mean()
+    assert cell["effect"] < 0
 
 
 def judgments_frame(selections):
@@ -227,13 +281,15 @@ def test_listwise_beats_pointwise_overselection_and_attention():
 
 def test_missing_inputs_are_not_run_with_a_reason():
     entries = F.all_findings(F.FindingInputs(llms=["a"]), RS)
-    assert len(entries) == 18 and {e["status"] for e in entries} == {"not run"}
+    assert len(entries) == 34 and {e["status"] for e in entries} == {"not run"}
     assert all(e["verdict"] == "not run" and e["reason"] for e in entries)
     assert by_id(entries)["own_gold_beats_others_U"]["reason"] == "needs at least two LLMs (config llms)"
     assert by_id(entries)["gold_lower_perplexity"]["reason"] == "the perplexity stage is not among the inputs"
     # Table 1's answers alone: its findings (and own gold vs Human, the same answers) run, no other.
     ran = {e["id"] for e in F.all_findings(table1_inputs(), RS) if e["status"] == "run"}
     assert ran == {"table1_gu_over_gc", "table1_gc_over_human", "table1_human_over_u", "table1_u_over_c", "table1_c_over_none", "own_gold_beats_human"}
+    # Their re-ask twins say why they did not run.
+    assert by_id(entries)["table1_gu_over_gc_reask"]["reason"].startswith("no re-ask answers")
     json.dumps(entries, allow_nan=False)  # findings.json is strict JSON
 
 
@@ -322,15 +378,12 @@ def test_interval_columns_sit_beside_their_values_and_render_small():
 
 
 def test_too_few_queries_give_an_interval_but_no_verdict():
-    inputs = F.FindingInputs(
-        llms=["a"],
-        answers={(D, "a", "none"): answers_frame(first(3)), (D, "a", "human"): answers_frame(set())},
-        known={(D, "a"): known_frame(first(3))},
-    )
-    # Three known queries, all lost with human passages: the point interval [-100, -100].
-    few = F.known_lose_with_human(inputs, RS)
-    assert (few["effect"], few["lo"], few["hi"], few["n"]) == (-100.0, -100.0, -100.0, 3)
-    assert few["verdict"] == "inconclusive" and "fewer than 10 queries" in few["note"]
-    assert few["cells"][0]["verdict"] == "inconclusive"
-    assert F.known_lose_with_human(inputs, F.Resampling(500, 3, min_queries=3))["verdict"] == "holds"
+    few = {(D, "a", "topk"): answers_frame(first(3), QIDS[:3]), (D, "a", "none"): answers_frame(set(), QIDS[:3])}
+    inputs = F.FindingInputs(llms=["a"], answers=few)
+    # Three queries, all won with the top-k: the point interval [100, 100].
+    entry = F.table1_pair(inputs, RS, "C", "None")
+    assert (entry["effect"], entry["lo"], entry["hi"], entry["n"]) == (100.0, 100.0, 100.0, 3)
+    assert entry["verdict"] == "inconclusive" and "fewer than 10 queries" in entry["note"]
+    assert entry["cells"][0]["verdict"] == "inconclusive"
+    assert F.table1_pair(inputs, F.Resampling(500, 3, min_queries=3), "C", "None")["verdict"] == "holds"
     assert F.Resampling.from_config({"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}).min_queries == 4
