@@ -1,4 +1,5 @@
-"""findings.md and findings.html: the summary table of every finding, then each finding's cells."""
+"""findings.md and findings.html: the summary table of every finding, the re-ask twins beside their
+originals, how each finding is built and the datasets it covers, then each finding's cells."""
 
 from __future__ import annotations
 
@@ -157,26 +158,6 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> s
             continue
         parts.append(f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}. "
                      f"Construction: {e.get('construction', '')}{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n")
-        parts.append(markdown(cells_frame(e), floatfmt=".1f"))
-    return "\n".join(parts)
-
-
-def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
-    """findings.md: the summary table, then each finding's cells."""
-    head = (
-        "# Findings\n\n"
-        f"Each headline claim of the paper, tested on this run: the effect with its {100 * rs.confidence:g}% "
-        f"bootstrap interval over queries ({rs.n_resamples} resamples, seed {rs.seed}) and a verdict: "
-        "`holds` (interval entirely on the claimed side of `expected`), `reversed` (entirely on the other side), "
-        "`inconclusive` (the interval contains it, or there is none), `not run` (inputs not configured). "
-        "Overall values pool every dataset and LLM (queries resampled with all their cells) unless the note says "
-        "the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below.\n"
-    )
-    parts = [head, markdown(summary_frame(entries))]
-    for e in entries:
-        if not e["cells"]:
-            continue
-        parts.append(f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}.\n")
         parts.append(markdown(cells_frame(e), floatfmt=".1f"))
     return "\n".join(parts)
 
