@@ -364,7 +364,7 @@ def make_entry(
             effect = Effect(float("nan"), float("nan"), float("nan"), 0, "none", "no queries")
         overall = too_few(make_cell({}, effect, claim), rs)
         entry |= {"status": "run", "reason": note, "overall": "pooled", **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")}}
-        entry["note"] = overall["note"]
+        entry["note"] = "; ".join(t for t in (note, overall["note"]) if t)
     else:
         if claim.construction == "cannot_fail":
             consensus = BY_CONSTRUCTION
@@ -375,7 +375,7 @@ def make_entry(
         else:
             consensus = "inconclusive"
         entry |= {"status": "run", "reason": note, "overall": "cells", "effect": None, "lo": None, "hi": None,
-                  "n": sum(c["n"] for c in scoped), "interval": "none", "verdict": consensus, "note": ""}
+                  "n": sum(c["n"] for c in scoped), "interval": "none", "verdict": consensus, "note": note}
     if claim.construction == "cannot_fail":
         entry["description"] = _describe(claim, entry)
     entry["cell_verdicts"] = counts
