@@ -16,7 +16,7 @@ import pytest
 
 from llm_utility.report import findings as F
 
-RS = F.Resampling(n_resamples=400, seed=5)
+RS = F.Resampling(n_resamples=300, seed=5)
 LLMS = ("a", "b")
 N_QUERIES = 400
 P_CORRECT = 0.25

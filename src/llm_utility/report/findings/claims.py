@@ -573,8 +573,19 @@ def _ndcg_values(table: pl.DataFrame, gold: pl.DataFrame, k: int) -> pl.DataFram
     return per_query.select(pl.col("qid").cast(pl.String), value=100 * pl.col("ndcg"))
 
 
-def _ranking_pairs(inputs: FindingInputs, first: str, second: str) -> list[tuple[dict[str, Any], str, pl.DataFrame]]:
-    """(cell keys, dataset, qid/a/b) of NDCG@k of ranking ``first`` and ``second`` against gold C."""
+def _ranking_pairs(
+    inputs: FindingInputs, first: str, second: str, ndcg: dict[tuple[str, str, str], pl.DataFrame] | None = None
+) -> list[tuple[dict[str, Any], str, pl.DataFrame]]:
+    """(cell keys, dataset, qid/a/b) of NDCG@k of ranking ``first`` and ``second`` against gold C;
+    ``ndcg`` keeps each ranking's per-query NDCG for the next call (one ranking against several)."""
+    ndcg = {} if ndcg is None else ndcg
+
+    def values(dataset: str, llm: str, method: str) -> pl.DataFrame:
+        key = (dataset, llm, method)
+        if key not in ndcg:
+            ndcg[key] = _ndcg_values(inputs.rankings[key], inputs.gold[(dataset, llm, "C")], inputs.k)
+        return ndcg[key]
+
     pairs = []
     for dataset in inputs.datasets:
         for llm in inputs.llms:
@@ -585,7 +596,7 @@ def _ranking_pairs(inputs: FindingInputs, first: str, second: str) -> list[tuple
             )
             if a is None or b is None or gold is None:
                 continue
-            pairs.append(({"dataset": dataset, "llm": llm}, dataset, paired(_ndcg_values(a, gold, inputs.k), _ndcg_values(b, gold, inputs.k))))
+            pairs.append(({"dataset": dataset, "llm": llm}, dataset, paired(values(dataset, llm, first), values(dataset, llm, second))))
     return pairs
 
 
@@ -663,7 +674,8 @@ def listwise_pa_ranks_best(inputs: FindingInputs, rs: Resampling) -> dict[str, A
         unit=f"NDCG@{inputs.k} (%), listwise with pseudo-answer minus each other ranking, paired per query; overall the smallest pooled margin",
         scope=ALL,
     )
-    competitors = {m: _ranking_pairs(inputs, "listwise_pa", m) for m in RANKING_COMPETITORS}
+    ndcg: dict[tuple[str, str, str], pl.DataFrame] = {}
+    competitors = {m: _ranking_pairs(inputs, "listwise_pa", m, ndcg) for m in RANKING_COMPETITORS}
     have = {m for _, _, m in inputs.rankings}
     missing = [m for m in RANKING_COMPETITORS if not competitors[m] and m not in have]
     note = f"not compared: {', '.join(missing)} (not in rankings.methods)" if missing else ""
