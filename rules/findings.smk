@@ -6,17 +6,16 @@
 # --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
 # Everything a finding reads: Table 1's, the transfer and the RAG-with-judgments answers, gold sets,
 # known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and
-# the re-ask answers (answers/reask_<context>.parquet) where they exist: no rule makes them yet,
-# so they are read when present (the re-ask stage, once in the DAG, makes them inputs outright).
+# the re-ask answers (answers/reask_<context>.parquet): inputs outright where the plan has the
+# re-ask stage (PLAN.reask, config reask.enabled), else read where present.
+REASK_ANSWERS = answers_inputs(DATASETS, lambda llm: PLAN.reask_contexts())
 FINDINGS_INPUTS = {
     **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
-    **{
-        key: path
-        for key, path in answers_inputs(
-            DATASETS, lambda llm: PLAN.reask_contexts()
-        ).items()
-        if os.path.exists(path)
-    },
+    **(
+        REASK_ANSWERS
+        if getattr(PLAN, "reask", False)
+        else {key: path for key, path in REASK_ANSWERS.items() if os.path.exists(path)}
+    ),
     **gold_inputs(DATASETS),
     **known_inputs(),
     **queries_inputs(DATASETS),
