@@ -8,7 +8,7 @@
 # known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and
 # the re-ask answers (answers/reask_<context>.parquet): inputs outright where the plan has the
 # re-ask stage (PLAN.reask, config reask.enabled), else read where present.
-REASK_ANSWERS = answers_inputs(DATASETS, lambda llm: PLAN.reask_contexts())
+REASK_ANSWERS = answers_inputs(DATASETS, lambda llm: PLAN.findings_reask_contexts())
 FINDINGS_INPUTS = {
     **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
     **(

@@ -121,7 +121,7 @@ def test_contexts_each_table_reads(demo):
     ]
     assert demo.findings_rankings() == ["retriever", "listwise_pa", "likelihood", "attention"]
     # The contract with the re-ask stage: every context Table 1 and the transfer findings evaluate.
-    assert demo.reask_contexts() == [
+    assert demo.findings_reask_contexts() == [
         "reask_none", "reask_human", "reask_topk", "reask_union",
         "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
     ]

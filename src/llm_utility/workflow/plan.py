@@ -170,9 +170,10 @@ class Plan:
         no_gold = [c for c in TABLE1_CONTEXTS.values() if "{llm}" not in c]
         return list(dict.fromkeys(no_gold + self.gold_contexts("C") + self.gold_contexts("U") + self.figure9_contexts() + self.reranked_contexts()))
 
-    def reask_contexts(self) -> list[str]:
-        """The re-ask answers' contexts (the contract with the re-ask stage: ``reask_<context>`` for
-        none, human, topk, union and every LLM's gold sets C and U), for every LLM."""
+    def findings_reask_contexts(self) -> list[str]:
+        """The re-ask answers the re-ask twins read, for every LLM (the contract with the re-ask
+        stage: ``reask_<context>`` for none, human, topk, union and every LLM's gold sets C and U),
+        whether or not the stage runs (the findings rule reads only those that exist, then)."""
         return [REASK_PREFIX + c for c in ["none", "human", "topk", "union", *self.gold_contexts("C"), *self.gold_contexts("U")]]
 
     # --- judgments ---------------------------------------------------------------------------------
