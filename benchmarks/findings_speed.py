@@ -25,12 +25,15 @@ def synthetic(n_datasets: int, n_llms: int, n_queries: int, k: int, seed: int = 
     llms = [f"llm{i}" for i in range(n_llms)]
     datasets = [f"ds{i}" for i in range(n_datasets)]
     qids = [f"q{i}" for i in range(n_queries)]
-    inputs = FindingInputs(llms=llms, families={m: ("a" if i % 2 else "b") for i, m in enumerate(llms)}, k=5)
+    inputs = FindingInputs(llms=llms, families={m: ("a" if i % 2 else "b") for i, m in enumerate(llms)}, k=5, rag_top=5)
     for d in datasets:
         human = [[f"{q}h1", f"{q}h2"] for q in qids]
         inputs.queries[d] = pl.DataFrame({"qid": qids, "question": qids, "answers": [["x"]] * n_queries, "human_pids": human, "task": ["qa"] * n_queries})
         for llm in llms:
             contexts = [c.format(llm=llm) for c in TABLE1_CONTEXTS.values()] + [f"gold_{c}_from_{s}" for c in "CU" for s in llms]
+            # Tables 3, 7 and Figure 9's answers, and the re-ask answers (their twins run too).
+            contexts += [f"selected_listwise_pa_from_{s}" for s in llms] + [f"reranked_{m}_top5" for m in ("likelihood", "listwise_pa")]
+            contexts += [f"reask_{c}" for c in ("none", "human", "topk", "union")] + [f"reask_gold_{c}_from_{s}" for c in "CU" for s in llms]
             for ctx in dict.fromkeys(contexts):
                 inputs.answers[(d, llm, ctx)] = pl.DataFrame({"qid": qids, "pids": [[]] * n_queries, "output": [""] * n_queries, "correct": rng.random(n_queries) < 0.6})
             inputs.known[(d, llm)] = pl.DataFrame({"qid": qids, "known": rng.random(n_queries) < 0.3})
@@ -45,7 +48,7 @@ def synthetic(n_datasets: int, n_llms: int, n_queries: int, k: int, seed: int = 
                 inputs.judgments[(d, llm, method)] = pl.DataFrame(
                     {"qid": np.repeat(qids, k), "pid": pids, "selected": rng.random(n_queries * k) < 0.2, "parsed": [True] * (n_queries * k), "output": [""] * (n_queries * k)}
                 )
-            for method in ("retriever", "attention"):
+            for method in ("retriever", "listwise", "listwise_pa", "likelihood", "attention"):
                 ranks = np.concatenate([rng.permutation(k) + 1 for _ in qids])
                 inputs.rankings[(d, llm, method)] = pl.DataFrame({"qid": np.repeat(qids, k), "pid": pids, "rank": ranks, "score": np.zeros(n_queries * k), "parsed": [True] * (n_queries * k)})
     return inputs

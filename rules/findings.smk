@@ -4,15 +4,25 @@
 
 
 # --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-# Everything a finding reads: Table 1's and the transfer answers, gold sets, known flags, queries,
-# perplexity, Table 2's judgments and the attention/retriever rankings (where configured).
+# Everything a finding reads: Table 1's, the transfer and the RAG-with-judgments answers, gold sets,
+# known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and
+# the re-ask answers (answers/reask_<context>.parquet): inputs outright where the plan has the
+# re-ask stage (PLAN.reask, config reask.enabled), else read where present.
+REASK_ANSWERS = answers_inputs(DATASETS, lambda llm: PLAN.findings_reask_contexts())
 FINDINGS_INPUTS = {
     **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
+    **(
+        REASK_ANSWERS
+        if getattr(PLAN, "reask", False)
+        else {key: path for key, path in REASK_ANSWERS.items() if os.path.exists(path)}
+    ),
     **gold_inputs(DATASETS),
     **known_inputs(),
     **queries_inputs(DATASETS),
     **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
-    **keyed_per_llm("judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["methods"]),
+    **keyed_per_llm(
+        "judgments", JUDGMENTS, DATASETS, lambda d, llm: PLAN.judge_methods
+    ),
     **keyed_per_llm(
         "rankings", RANKINGS, DATASETS, lambda d, llm: PLAN.findings_rankings()
     ),
@@ -94,6 +104,10 @@ rule findings:
         families=PLAN.families(),
         k=RANK["k"],
         resampling={**PLAN.bootstrap(), "min_queries": config["report"]["min_queries"]},
+        paper_datasets=PLAN.paper_datasets,
+        claim_scope=PLAN.claim_scope(),
+        figure9_method=PLAN.figure9_method,
+        rag_top=RANK["rag_top"],
     script:
         "../workflow/scripts/findings.py"
 

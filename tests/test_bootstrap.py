@@ -120,3 +120,36 @@ def test_verdict(lo, hi, expected):
 def test_verdict_rejects_a_bad_sign():
     with pytest.raises(ValueError, match="expected_sign"):
         verdict(Effect(0.1, 0.05, 0.2, 10), expected_sign=2)
+
+
+def test_stratified_interval_weights_strata_equally_and_resamples_within_them():
+    """The pooled effect is the mean of the strata's means (a big stratum does not outvote a small
+    one), and its interval matches a stratified percentile bootstrap written out with numpy:
+    resample each stratum's rows with replacement, average each stratum, average the strata."""
+    rng = np.random.default_rng(3)
+    big, small = rng.normal(0.0, 1.0, 1200), rng.normal(2.0, 1.0, 60)
+    e = bootstrap.stratified_interval([(big,), (small,)], np.mean, n_resamples=4000, seed=1, method="percentile")
+    assert e.effect == pytest.approx((big.mean() + small.mean()) / 2)
+    assert abs(e.effect - np.concatenate([big, small]).mean()) > 0.8  # the query-weighted mean is ~0.1
+    draws = np.random.default_rng(99)
+    by_hand = [
+        (big[draws.integers(0, big.size, big.size)].mean() + small[draws.integers(0, small.size, small.size)].mean()) / 2
+        for _ in range(4000)
+    ]
+    lo, hi = np.percentile(by_hand, [2.5, 97.5])
+    assert e.method == "percentile" and e.n == big.size + small.size
+    assert e.lo == pytest.approx(lo, abs=0.03) and e.hi == pytest.approx(hi, abs=0.03)
+    # Its width is the small stratum's: the standard error of (mean_1 + mean_2) / 2.
+    se = math.sqrt(big.var(ddof=1) / big.size + small.var(ddof=1) / small.size) / 2
+    assert (e.hi - e.lo) == pytest.approx(2 * 1.96 * se, rel=0.1)
+
+
+def test_stratified_interval_keeps_a_querys_columns_together_and_names_what_it_left_out():
+    """A ratio statistic over two columns: rows resampled whole (sum over count stays 1 per stratum
+    when every row's value equals its count); empty and one-row strata are named."""
+    counts = np.array([1.0, 2.0, 3.0, 4.0])
+    e = bootstrap.stratified_interval([(counts, counts), (np.array([]), np.array([])), (np.array([2.0]), np.array([2.0]))], bootstrap.ratio, n_resamples=200, seed=1)
+    assert (e.effect, e.lo, e.hi) == (1.0, 1.0, 1.0) and e.method == "degenerate"
+    assert "1 empty stratum left out" in e.reason and "1 stratum of one query held fixed" in e.reason
+    none = bootstrap.stratified_interval([(np.array([]),)], np.mean, n_resamples=200, seed=1)
+    assert math.isnan(none.effect) and none.method == "none"

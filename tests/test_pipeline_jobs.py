@@ -353,15 +353,20 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     entries = pipeline.findings_job(
         answers=answers, known=known, gold=gold, queries={DATASET: str(run["queries"])},
         perplexity={(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}, judgments=judged, rankings=ranked,
-        llms=list(LLMS), families={"std-a": "std", "std-b": None}, k=2, resampling=report_cfg, **out,
+        llms=list(LLMS), families={"std-a": "std", "std-b": None}, k=2, resampling=report_cfg,
+        paper_datasets={DATASET: ["fever"]}, claim_scope={"single_hop": ["nq", "triviaqa", "msmarco-fqa"], "all": ["nq", "fever"]}, **out,
     )
     doc = json.loads((tmp_path / "findings.json").read_text())
     assert doc["settings"]["resamples"] == report_cfg["resamples"] and len(doc["findings"]) == len(entries)
     by_id = {e["id"]: e for e in doc["findings"]}
-    assert by_id["table1_gu_over_gc"]["status"] == "run" and len(by_id["table1_gu_over_gc"]["cells"]) == 2
+    assert len(by_id["table1_gu_over_gc"]["cells"]) == 2
     assert by_id["same_family_overlap"]["status"] == "not run" and "share a family" in by_id["same_family_overlap"]["reason"]
     assert by_id["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
-    assert {e["verdict"] for e in entries} <= {"holds", "reversed", "inconclusive", "not run"}
+    assert {e["verdict"] for e in entries} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
+    # A dataset that stands for FEVER is out of the single-hop claims' scope, in the judgment claims'.
+    assert by_id["table1_gu_over_gc"]["status"] == "out of scope" and by_id["table1_gu_over_gc"]["datasets_out_of_scope"] == [DATASET]
+    assert by_id["listwise_beats_pointwise"]["datasets"] == [DATASET]
+    assert doc["settings"]["paper_datasets"] == {DATASET: ["fever"]}
     assert "| finding" in (tmp_path / "findings.md").read_text() and "<table" in (tmp_path / "findings.html").read_text()
 
     pipeline.transfer_unknown_job(

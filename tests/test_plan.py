@@ -12,7 +12,7 @@ import yaml
 from snakemake.utils import validate
 
 from llm_utility.workflow import Plan, check_config
-from llm_utility.workflow.plan import counterpart
+from llm_utility.workflow.plan import counterpart, paper_datasets_of
 from workflow_runner import REPO
 
 
@@ -116,8 +116,31 @@ def test_contexts_each_table_reads(demo):
     assert demo.findings_contexts() == [
         "none", "topk", "union", "human",
         "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m", "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m",
+        "selected_listwise_pa_from_smollm2-135m", "selected_listwise_pa_from_gemma3-270m",
+        "reranked_likelihood_top2", "reranked_listwise_pa_top2",
     ]
-    assert demo.findings_rankings() == ["retriever", "attention"]
+    assert demo.findings_rankings() == ["retriever", "listwise_pa", "likelihood", "attention"]
+    # The contract with the re-ask stage: every context Table 1 and the transfer findings evaluate.
+    assert demo.findings_reask_contexts() == [
+        "reask_none", "reask_human", "reask_topk", "reask_union",
+        "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
+    ]
+
+
+def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
+    """The demo's flavours stand for the paper's kinds of query; the paper config's datasets are the
+    paper's by name; a KILT file by its task; a dataset of one's own stands for none (every scope)."""
+    assert demo.paper_datasets == {"wf-single": ["nq", "triviaqa"], "wf-twohop": ["hotpotqa", "2wikiqa"], "wf-claims": ["fever"]}
+    assert demo.claim_scope() == {
+        "single_hop": ["nq", "triviaqa", "msmarco-fqa"], "human_share": ["nq", "msmarco-fqa"],
+        "all": ["nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever"], "triviaqa": ["triviaqa"],
+    }
+    paper = Plan(_config("paper.yaml"))
+    assert all(paper.paper_datasets[d] == [d] for d in paper.datasets)
+    kilt = {"source": "kilt", "file": {"url": "http://dl.fbaipublicfiles.com/KILT/triviaqa-dev_id-kilt.jsonl"}}
+    assert paper_datasets_of("tqa-sample", kilt) == ["triviaqa"]
+    assert paper_datasets_of("mine", {"source": "local", "queries": "q.jsonl"}) is None
+    assert paper_datasets_of("mine", {"source": "local", "queries": "q.jsonl", "paper_dataset": ["fever"]}) == ["fever"]
 
 
 def test_figures_and_fallbacks():

@@ -189,8 +189,18 @@ def test_findings_transfer_control_and_cost(demo):
     workdir, cfg, _ = demo
     doc = json.loads((workdir / "results/findings.json").read_text())
     found = {e["id"]: e for e in doc["findings"]}
-    assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 18
-    assert {e["verdict"] for e in found.values()} <= {"holds", "reversed", "inconclusive", "not run"}
+    assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 34
+    assert {e["verdict"] for e in found.values()} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
+    # Every finding says whether it can fail; the one that cannot is described, not tested.
+    assert {e["construction"] for e in found.values()} == {"can_fail", "partly_built_in", "cannot_fail"}
+    lose = found["known_lose_with_human"]
+    assert lose["construction"] == "cannot_fail" and lose["verdict"] == "by construction" and lose["description"]
+    assert found["table1_gc_over_human_reask"]["twin_of"] == "table1_gc_over_human"
+    # Table 1's claims are the paper's single-hop ones: the demo's single-hop dataset is pooled, the
+    # others are shown as cells out of scope; the judgment claims cover every dataset.
+    assert found["table1_c_over_none"]["datasets"] == ["wf-single"]
+    assert found["table1_c_over_none"]["datasets_out_of_scope"] == ["wf-twohop", "wf-claims"]
+    assert found["listwise_pa_ranks_best"]["datasets"] == list(cfg["datasets"])
     # The demo's two LLMs are of two families: nothing to compare, and it says why.
     assert found["same_family_overlap"]["status"] == "not run" and "share a family" in found["same_family_overlap"]["reason"]
     table1 = found["table1_c_over_none"]

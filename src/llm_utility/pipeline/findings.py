@@ -27,6 +27,10 @@ def findings_job(
     families: Mapping[str, str | None],
     k: int,
     resampling: Mapping[str, Any],
+    paper_datasets: Mapping[str, Sequence[str] | None] | None = None,
+    claim_scope: Mapping[str, Sequence[str]] | None = None,
+    figure9_method: str = "listwise_pa",
+    rag_top: int = 5,
     json_path: str,
     md: str,
     html: str,
@@ -35,7 +39,10 @@ def findings_job(
     """Every headline finding (``report.findings.all_findings``) on the files given: ``findings.json``
     (settings and one entry per finding), ``findings.md`` and ``findings.html``. ``resampling`` is the
     ``report`` config section (resamples, bootstrap_seed, confidence). A kind of input left empty makes
-    the findings that need it ``not run``."""
+    the findings that need it ``not run``. ``paper_datasets`` (``Plan.paper_datasets``) and
+    ``claim_scope`` (``report.claim_scope``) decide which datasets each claim pools; left out, every
+    dataset is in every claim's scope. ``figure9_method`` and ``rag_top`` name the answers of Tables
+    3, 7 and Figure 9."""
     from ..report.findings import FindingInputs, Resampling, all_findings, findings_html, findings_markdown
 
     rs = Resampling.from_config(resampling)
@@ -50,11 +57,16 @@ def findings_job(
         rankings=_read_keyed(rankings),
         families=dict(families),
         k=k,
+        paper_datasets=dict(paper_datasets or {}),
+        claim_scope=dict(claim_scope or {}),
+        figure9_method=figure9_method,
+        rag_top=rag_top,
     )
     entries = all_findings(inputs, rs)
     document = {
         "settings": {"resamples": rs.n_resamples, "seed": rs.seed, "confidence": rs.confidence, "llms": list(llms),
-                     "datasets": inputs.datasets},
+                     "datasets": inputs.datasets,
+                     "paper_datasets": dict(inputs.paper_datasets), "claim_scope": dict(inputs.claim_scope)},
         "findings": entries,
     }
     write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", json_path)

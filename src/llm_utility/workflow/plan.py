@@ -13,6 +13,7 @@ from typing import Any
 from ..method.answers import CANDIDATE_CONTEXTS, gold_context, reranked_context, selected_context
 from ..method.judgments import selection_method
 from ..report.analysis import TABLE1_CONTEXTS
+from ..report.findings.framework import PAPER_DATASETS, REASK_PREFIX
 from .checks import BENCHMARK_SOURCES
 from .operational import OPERATIONAL_KEYS
 
@@ -20,6 +21,37 @@ from .operational import OPERATIONAL_KEYS
 KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
 # Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
 FIGURE9_PREFERRED = "listwise_pa"
+
+
+# The paper's datasets a demo (worldfacts) flavour stands for: single-hop questions like NQ and
+# TriviaQA, two-hop ones like HotpotQA and 2WikiQA, true/false claims like FEVER.
+WORLDFACTS_STANDS_FOR = {"single_hop": ["nq", "triviaqa"], "two_hop": ["hotpotqa", "2wikiqa"], "claim": ["fever"]}
+# A KILT file's name says its task (nq-dev-kilt.jsonl, triviaqa-dev_id-kilt.jsonl, ...).
+KILT_FILE_PREFIXES = {"nq-": "nq", "triviaqa-": "triviaqa", "hotpotqa-": "hotpotqa", "fever-": "fever"}
+
+
+def paper_datasets_of(name: str, spec: Mapping[str, Any]) -> list[str] | None:
+    """The paper's datasets a configured dataset (``name``, its config ``spec``) stands for, or None
+    (see ``Plan.paper_datasets``)."""
+    if spec.get("paper_dataset") is not None:
+        return list(spec["paper_dataset"])
+    if name in PAPER_DATASETS:
+        return [name]
+    source = spec["source"]
+    if source == "worldfacts":
+        return list(WORLDFACTS_STANDS_FOR[spec["flavour"]])
+    if source == "2wiki":
+        return ["2wikiqa"]
+    if source == "msmarco-qa":
+        return ["msmarco-fqa"]
+    if source == "kilt":
+        file = spec["file"]
+        location = str(file.get("url") or file.get("path") or "") if isinstance(file, Mapping) else str(file)
+        base = location.rsplit("/", 1)[-1].lower()
+        for prefix, paper in KILT_FILE_PREFIXES.items():
+            if base.startswith(prefix):
+                return [paper]
+    return None
 
 
 def counterpart(method: str) -> str:
@@ -132,10 +164,17 @@ class Plan:
         return [selected_context(self.figure9_method, source) for source in self.llms]
 
     def findings_contexts(self) -> list[str]:
-        """The answers a finding reads, for every LLM: Table 1's that need no gold set, and every
-        LLM's gold sets among C and U (the transfer findings)."""
+        """The answers a finding reads, for every LLM: Table 1's that need no gold set, every LLM's
+        gold sets among C and U (the transfer findings), every LLM's selections with Figure 9's
+        method (Tables 3 and 9) and the reranked top passages (Table 7)."""
         no_gold = [c for c in TABLE1_CONTEXTS.values() if "{llm}" not in c]
-        return no_gold + self.gold_contexts("C") + self.gold_contexts("U")
+        return list(dict.fromkeys(no_gold + self.gold_contexts("C") + self.gold_contexts("U") + self.figure9_contexts() + self.reranked_contexts()))
+
+    def findings_reask_contexts(self) -> list[str]:
+        """The re-ask answers the re-ask twins read, for every LLM (the contract with the re-ask
+        stage: ``reask_<context>`` for none, human, topk, union and every LLM's gold sets C and U),
+        whether or not the stage runs (the findings rule reads only those that exist, then)."""
+        return [REASK_PREFIX + c for c in ["none", "human", "topk", "union", *self.gold_contexts("C"), *self.gold_contexts("U")]]
 
     # --- judgments ---------------------------------------------------------------------------------
 
@@ -213,8 +252,23 @@ class Plan:
         return [m for m in self.ranked if m != "retriever"]
 
     def findings_rankings(self) -> list[str]:
-        """The rankings a finding reads (attention against the retriever), where configured."""
-        return [m for m in ("retriever", "attention") if m in self.rankings["methods"]]
+        """The rankings a finding reads (Table 4's: every configured ranking method)."""
+        return list(self.rankings["methods"])
+
+    # --- findings: the paper's datasets each claim covers ---------------------------------------------
+
+    @functools.cached_property
+    def paper_datasets(self) -> dict[str, list[str] | None]:
+        """The paper's datasets each configured dataset stands for (the scope of a claim,
+        ``report.claim_scope``): ``datasets.<name>.paper_dataset`` where given; else the dataset's
+        own name when it is one of the paper's; else by its source (``PAPER_DATASETS_OF``: a 2wiki
+        file is 2WikiQA, msmarco-qa MS MARCO-FQA, a KILT file by its file name, a worldfacts flavour
+        by its kind of query); else None (a dataset of the user's own: in every claim's scope)."""
+        return {d: paper_datasets_of(d, spec) for d, spec in self.config["datasets"].items()}
+
+    def claim_scope(self) -> dict[str, list[str]]:
+        """``report.claim_scope``: the paper's datasets each scope of claims covers."""
+        return {name: list(v) for name, v in self.config["report"]["claim_scope"].items()}
 
     # --- report -------------------------------------------------------------------------------------
 

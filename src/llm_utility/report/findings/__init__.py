@@ -5,31 +5,44 @@ already read and keyed as the report jobs key them) that returns one entry (a pl
 to ``findings.json``):
 
 - ``id``, ``claim`` (what the paper says), ``source`` (the table or figure it is read from),
-  ``unit`` and ``expected`` (the side of ``null`` on which the claim holds, ``>`` or ``<``);
-- ``status``: ``run``, or ``not run`` with the ``reason`` (its inputs are not configured);
+  ``unit`` and ``expected`` (``> null``, ``< null``, or ``within [lo, hi]`` for an "about" claim);
+- ``construction`` (``can_fail``, ``partly_built_in``, ``cannot_fail``) and ``construction_reason``:
+  whether the way the compared quantities are built decides the verdict (a gold set replays the call
+  that selected it; a known query's no-passage answer is correct by definition);
+- ``paper_datasets`` (the paper's datasets the claim covers, ``report.claim_scope``), ``datasets``
+  (the configured datasets that stand for them: pooled) and ``datasets_out_of_scope`` (shown as
+  cells, not pooled);
+- ``status``: ``run``, ``not run`` with the ``reason`` (its inputs are not configured) or ``out of
+  scope`` (no configured dataset stands for the claim's);
 - ``cells``: one row per dataset and LLM (and pair or method, where the finding has several), each
   with ``effect``, ``lo``, ``hi`` (the bootstrap interval over queries), ``n`` (queries),
-  ``interval`` (how it was computed: ``BCa``, ``percentile``, ``degenerate``, ``none``), ``verdict``
-  and ``note``;
+  ``interval`` (how it was computed: ``BCa``, ``percentile``, ``degenerate``, ``none``), ``verdict``,
+  ``in_scope`` and ``note``;
 - ``effect``, ``lo``, ``hi``, ``n``, ``verdict`` for the finding as a whole, and ``overall`` saying
-  how: ``pooled`` (every cell's queries together, queries of a dataset resampled as clusters that
-  carry all their cells' values, so one interval covers all LLMs) or ``cells`` (for statistics
-  whose scale differs between LLMs, e.g. perplexity: holds when every cell holds, reversed when
-  every cell is reversed, inconclusive otherwise).
+  how: ``pooled`` (the mean of the in-scope datasets' effects, each dataset weighted equally, queries
+  resampled within their dataset, a query carrying all its cells' values) or ``cells`` (for
+  statistics of one LLM each, e.g. perplexity: holds when every in-scope cell holds, reversed when
+  every one is reversed, inconclusive otherwise);
+- a finding that cannot fail has the verdict ``by construction`` and a ``description`` of its effect
+  instead of a test; a construction-prone finding is followed by its re-ask twin (``<id>_reask``, the
+  same claim on the re-ask answers), linked by ``reask_twin`` / ``twin_of``, the twin saying whether
+  the original's effect ``survives``.
 
-A verdict is ``holds`` when the interval lies entirely on the claimed side of ``null``,
-``reversed`` when entirely on the other side, ``inconclusive`` when it contains ``null`` or is
-missing (``bootstrap.verdict``), or when it rests on fewer than ``min_queries`` queries (a bootstrap
-over a handful of values only knows those values: its interval is too narrow to trust). Small query
-sets give wide intervals: that is the honest answer.
+A verdict is ``holds`` when the interval lies entirely on the claimed side of ``null`` (inside the
+band), ``reversed`` when entirely on the other side (outside the band), ``inconclusive`` when it
+contains ``null`` or is missing (``bootstrap.verdict``), or when it rests on fewer than
+``min_queries`` queries (a bootstrap over a handful of values only knows those values: its interval
+is too narrow to trust). Small query sets give wide intervals: that is the honest answer.
 
 Intervals come from ``report.bootstrap`` (``scipy.stats.bootstrap``, seeded): per-query quantities
 (correct answers, per-query NDCG) as paired differences, set-level statistics (the paper's F1, a
-pooled share, a mean perplexity over passages) as statistics recomputed on resampled queries.
+pooled share, a mean log-perplexity over passages) as statistics recomputed on resampled queries,
+pooled effects with ``stratified_interval``.
 
-The package: ``framework`` (inputs, resampling, cells and entries), ``claims`` (one function per
-finding, and ``all_findings``), ``rendering`` (findings.md and findings.html) and ``transfer`` (the
-transfer matrices on the queries unknown to both LLMs).
+The package: ``framework`` (inputs, claims, pooling, cells and entries: the API a new finding is
+written with), ``claims`` (one function per finding, and ``all_findings``), ``rendering``
+(findings.md and findings.html) and ``transfer`` (the transfer matrices on the queries unknown to
+both LLMs).
 """
 
 from .claims import (
@@ -39,40 +52,86 @@ from .claims import (
     human_share_in_gold,
     known_lose_with_human,
     known_overselection,
+    known_rejection_lowers_recall,
+    likelihood_beats_listwise_pa_triviaqa,
     listwise_beats_pointwise,
+    listwise_pa_ranks_best,
     own_gold_beats_human,
     own_gold_beats_others,
+    pseudo_answer_improves_f1,
     same_family_overlap,
+    selected_beats_reranked,
+    selected_beats_topk,
+    selections_transfer_better_than_gold,
     table1_hierarchy,
+    table1_pair,
+    twin_claim,
     with_control,
+    with_twin,
 )
-from .framework import NOT_RUN, VERDICTS, Claim, FindingInputs, NotRun, Resampling, not_run
-from .rendering import cells_frame, findings_html, findings_markdown, summary_frame
+from .framework import (
+    BY_CONSTRUCTION,
+    CONSTRUCTIONS,
+    NOT_RUN,
+    PAPER_DATASETS,
+    VERDICTS,
+    Claim,
+    FindingInputs,
+    NotRun,
+    Pool,
+    PooledDifferences,
+    Resampling,
+    difference_entry,
+    make_cell,
+    make_entry,
+    not_run,
+)
+from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
 from .transfer import transfer_unknown_both, transfer_unknown_markdown
 
 __all__ = [
+    "BY_CONSTRUCTION",
+    "CONSTRUCTIONS",
     "NOT_RUN",
+    "PAPER_DATASETS",
     "VERDICTS",
     "Claim",
     "FindingInputs",
     "NotRun",
+    "Pool",
+    "PooledDifferences",
     "Resampling",
     "all_findings",
     "attention_below_retriever",
     "cells_frame",
+    "construction_frame",
+    "difference_entry",
     "findings_html",
     "findings_markdown",
     "gold_lower_perplexity",
     "human_share_in_gold",
     "known_lose_with_human",
     "known_overselection",
+    "known_rejection_lowers_recall",
+    "likelihood_beats_listwise_pa_triviaqa",
     "listwise_beats_pointwise",
+    "listwise_pa_ranks_best",
+    "make_cell",
+    "make_entry",
     "not_run",
     "own_gold_beats_human",
     "own_gold_beats_others",
+    "pseudo_answer_improves_f1",
+    "reask_frame",
     "same_family_overlap",
+    "selected_beats_reranked",
+    "selected_beats_topk",
+    "selections_transfer_better_than_gold",
     "summary_frame",
     "table1_hierarchy",
+    "table1_pair",
+    "twin_claim",
+    "with_twin",
     "transfer_unknown_both",
     "transfer_unknown_markdown",
     "with_control",

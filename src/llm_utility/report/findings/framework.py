@@ -1,22 +1,38 @@
 """The findings' framework: the inputs a finding reads, the resampling settings, and how cells and
 entries are built from bootstrap effects (see ``llm_utility.report.findings`` for an entry's fields
-and what a verdict means)."""
+and what a verdict means).
+
+A finding function builds its ``Claim``, one cell per (dataset, LLM, ...) with ``make_cell``, and
+collects the same per-query values into a ``Pool`` (or the ``PooledDifferences`` of paired
+per-query differences); ``make_entry(claim, cells, pool, rs, inputs=inputs)`` then marks each
+cell in or out of the claim's scope, pools the in-scope datasets (each weighted equally, queries
+resampled within their dataset) and gives the verdict, or the description of a finding that
+cannot fail. ``difference_entry`` does all of it for paired per-query values.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..bootstrap import Effect, paired_difference, ratio_interval, scaled, verdict
+from ..bootstrap import Effect, paired_difference, ratio, stratified_interval, verdict
 
 Keyed = Mapping[Any, pl.DataFrame]
 NOT_RUN = "not run"
 VERDICTS = ("holds", "reversed", "inconclusive")
+# The verdict of a finding that cannot fail by construction: its effect is described, not tested.
+BY_CONSTRUCTION = "by construction"
+# Whether the way a finding's quantities are built decides its verdict.
+CONSTRUCTIONS = ("can_fail", "partly_built_in", "cannot_fail")
+# The paper's six datasets, the names a claim's scope is given in (``report.claim_scope``).
+PAPER_DATASETS = ("nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever")
+# Answer contexts the re-ask stage answers again (``answers/reask_<context>.parquet``).
+REASK_PREFIX = "reask_"
 
 
 @dataclass(frozen=True)
@@ -44,16 +60,29 @@ class Resampling:
         return {"n_resamples": self.n_resamples, "seed": self.seed, "confidence": self.confidence}
 
 
+def is_reask_context(context: str) -> bool:
+    """Whether ``context`` names re-ask answers (``reask_<context>``)."""
+    return context.startswith(REASK_PREFIX)
+
+
 @dataclass
 class FindingInputs:
     """The workflow's files a finding reads, already read; every mapping may be empty (not configured).
 
-    ``answers`` (dataset, llm, context) -> answers (qid, pids, output, correct); ``known`` (dataset,
-    llm) -> (qid, known); ``gold`` (dataset, llm, candidates) -> (qid, pid); ``queries`` dataset ->
-    queries; ``perplexity`` (dataset, llm) -> (qid, pid, in_gold, ppl_passage, ppl_query_passage);
-    ``judgments`` / ``rankings`` (dataset, llm, method) -> judgments (qid, pid, selected, parsed) /
-    rankings (qid, pid, rank, ...). ``llms`` is the configured order, ``families`` maps an LLM to its
+    ``answers`` (dataset, llm, context) -> answers (qid, pids, output, correct), the re-ask answers
+    among them as contexts ``reask_<context>``; ``known`` (dataset, llm) -> (qid, known); ``gold``
+    (dataset, llm, candidates) -> (qid, pid); ``queries`` dataset -> queries; ``perplexity``
+    (dataset, llm) -> (qid, pid, in_gold, ppl_passage, ppl_query_passage); ``judgments`` /
+    ``rankings`` (dataset, llm, method) -> judgments (qid, pid, selected, parsed) / rankings (qid,
+    pid, rank, ...). ``llms`` is the configured order, ``families`` maps an LLM to its
     ``llms.<name>.family`` (None where unset), ``k`` is the ranking cutoff (``rankings.k``).
+
+    The scope of a claim: ``claim_scope`` maps a scope name (``Claim.scope``) to the paper's
+    datasets the claim covers (``report.claim_scope``), ``paper_datasets`` maps a configured
+    dataset to the paper's datasets it stands for (``workflow.plan.Plan.paper_datasets``; None: a
+    dataset of the user's own, in every scope). Left empty, every dataset is in every scope.
+    ``figure9_method`` is the selection method whose answers Tables 3 and 7 and Figure 9 read,
+    ``rag_top`` the number of reranked passages of Table 7's answers.
     """
 
     llms: Sequence[str]
@@ -66,11 +95,44 @@ class FindingInputs:
     rankings: Keyed = field(default_factory=dict)
     families: Mapping[str, str | None] = field(default_factory=dict)
     k: int = 5
+    paper_datasets: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
+    claim_scope: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    figure9_method: str = "listwise_pa"
+    rag_top: int = 5
 
     @property
     def datasets(self) -> list[str]:
         keys = [*self.queries, *(k[0] for k in self.answers), *(k[0] for k in self.judgments), *(k[0] for k in self.perplexity)]
         return list(dict.fromkeys(keys))
+
+    def scope_of(self, claim: Claim) -> list[str] | None:
+        """The paper's datasets ``claim`` covers, or None when no scope is configured (every dataset)."""
+        scope = self.claim_scope.get(claim.scope)
+        return None if scope is None else list(scope)
+
+    def in_scope(self, dataset: str, claim: Claim) -> bool:
+        """Whether ``dataset`` stands for one of the paper's datasets ``claim`` covers (a dataset that
+        stands for none of the paper's named ones, None, is in every scope)."""
+        scope, stands_for = self.scope_of(claim), self.paper_datasets.get(dataset)
+        return scope is None or stands_for is None or bool(set(stands_for) & set(scope))
+
+    def has_reask(self) -> bool:
+        return any(is_reask_context(k[2]) for k in self.answers)
+
+    def reasked(self) -> FindingInputs:
+        """These inputs with every re-asked context's answers replaced by its re-ask answers: a
+        finding computed on them evaluates its claim on calls that did not select their passages
+        (gold sets and known flags stay those of the answer prompt). A context the re-ask stage
+        answers again but whose re-ask answers are missing is left out (its findings say not run);
+        contexts it never re-asks (selections, reranked passages) are kept."""
+        reask = {(d, llm, ctx[len(REASK_PREFIX):]): frame for (d, llm, ctx), frame in self.answers.items() if is_reask_context(ctx)}
+        kept = {key: frame for key, frame in self.answers.items() if not is_reask_context(key[2]) and not _reasked_kind(key[2])}
+        return replace(self, answers={**kept, **reask})
+
+
+def _reasked_kind(context: str) -> bool:
+    """The contexts the re-ask stage answers again: none, human, topk, union and every gold set."""
+    return context in ("none", "human", "topk", "union") or context.startswith(("gold_C_from_", "gold_U_from_"))
 
 
 class NotRun(Exception):
@@ -79,12 +141,54 @@ class NotRun(Exception):
 
 @dataclass(frozen=True)
 class Claim:
+    """What a finding tests. ``expected``: +1 when the claim holds for an effect above ``null``, -1
+    below; with ``band`` (lo, hi) instead, it holds when the interval lies inside the band (an
+    "about" claim, e.g. about half) and is reversed when it lies entirely outside.
+
+    ``construction`` says whether the way the compared quantities are built decides the verdict:
+    ``can_fail`` (nothing built in), ``partly_built_in`` (part of the effect is fixed by how its
+    inputs are made, e.g. a gold set replays the call that selected it; the verdict stands, with
+    ``construction_reason``), ``cannot_fail`` (its sign is fixed: no verdict, the effect is
+    described). ``scope`` names the entry of ``report.claim_scope`` that lists the paper's datasets
+    the claim covers.
+    """
+
     id: str
     claim: str
     source: str
     unit: str
     expected: int = +1  # +1: effect > null; -1: effect < null
     null: float = 0.0
+    construction: str = "can_fail"
+    construction_reason: str = ""
+    scope: str = "all"
+    band: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.construction not in CONSTRUCTIONS:
+            raise ValueError(f"claim {self.id}: construction must be one of {CONSTRUCTIONS}, got {self.construction!r}")
+        if self.construction != "can_fail" and not self.construction_reason:
+            raise ValueError(f"claim {self.id}: a {self.construction} claim needs its construction_reason")
+
+    @property
+    def expected_text(self) -> str:
+        if self.band is not None:
+            return f"within [{self.band[0]:.3g}, {self.band[1]:.3g}]"
+        return f"{'>' if self.expected > 0 else '<'} {self.null:g}"
+
+    def verdict_of(self, effect: Effect) -> str:
+        if self.construction == "cannot_fail":
+            return BY_CONSTRUCTION
+        if self.band is None:
+            return verdict(Effect(effect.effect - self.null, effect.lo - self.null, effect.hi - self.null, effect.n), self.expected)
+        lo, hi = effect.lo, effect.hi
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return "inconclusive"
+        if self.band[0] <= lo and hi <= self.band[1]:
+            return "holds"
+        if hi < self.band[0] or lo > self.band[1]:
+            return "reversed"
+        return "inconclusive"
 
 
 # --- per-query columns ----------------------------------------------------------------------------
@@ -107,6 +211,70 @@ def known_qids(known: pl.DataFrame, flag: bool) -> set[str]:
     return set(known.filter(pl.col("known") == flag)["qid"].cast(pl.String).to_list())
 
 
+# --- pooling: datasets weighted equally, queries resampled within their dataset ----------------------
+
+
+class Pool:
+    """The per-query values of a finding's cells, by dataset, and how one dataset's effect is
+    computed from them: the pooled effect is the mean of the datasets' effects (each dataset weighted
+    equally), its interval a bootstrap that resamples queries within each dataset
+    (``bootstrap.stratified_interval``).
+
+    ``add(dataset, frame)`` takes a frame of ``qid`` and ``columns``; a query's rows of one dataset
+    (its values in several cells: LLMs, pairs, methods) are summed into one row, so the query is
+    resampled with all its cells. ``statistic(*columns, axis=-1)`` makes one dataset's effect from
+    those sums (e.g. ``ratio`` of a sum and a count: the mean over the dataset's (cell, query)
+    values); a statistic with a trailing axis of components needs ``combine`` (see
+    ``stratified_interval``).
+    """
+
+    def __init__(self, columns: Sequence[str], statistic: Callable[..., Any], combine: Callable[..., Any] | None = None) -> None:
+        self.columns = tuple(columns)
+        self.statistic = statistic
+        self.combine = combine
+        self.parts: dict[str, list[pl.DataFrame]] = {}
+
+    def add(self, dataset: str, frame: pl.DataFrame) -> None:
+        if frame.height:
+            part = frame.select(pl.col("qid").cast(pl.String), *(pl.col(c).cast(pl.Float64) for c in self.columns))
+            self.parts.setdefault(dataset, []).append(part)
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(self.parts)
+
+    def strata(self, datasets: Sequence[str] | None = None) -> list[tuple[np.ndarray, ...]]:
+        chosen = self.datasets if datasets is None else [d for d in self.datasets if d in set(datasets)]
+        out = []
+        for d in chosen:
+            units = pl.concat(self.parts[d]).group_by("qid", maintain_order=True).agg(pl.col(c).sum() for c in self.columns)
+            out.append(tuple(units[c].to_numpy() for c in self.columns))
+        return out
+
+    def effect(self, rs: Resampling, datasets: Sequence[str] | None = None) -> Effect | None:
+        """The pooled effect over ``datasets`` (None: all), or None when none has values."""
+        strata = self.strata(datasets)
+        if not strata:
+            return None
+        return stratified_interval(strata, self.statistic, combine=self.combine, **rs.kwargs())
+
+    def pooled(self, rs: Resampling) -> Effect | None:
+        return self.effect(rs)
+
+
+class PooledDifferences(Pool):
+    """Per-query differences of several cells, pooled: per (dataset, query), the sum of its differences
+    over the cells and how many cells it counts in; a dataset's effect is the mean over its (cell,
+    query) differences (a ratio estimator, queries resampled with all their cells)."""
+
+    def __init__(self) -> None:
+        super().__init__(("s", "c"), ratio)
+
+    def add(self, dataset: str, qids: Sequence[str], values: np.ndarray) -> None:  # type: ignore[override]
+        if len(qids):
+            super().add(dataset, pl.DataFrame({"qid": list(qids), "s": np.asarray(values, float), "c": np.ones(len(qids))}))
+
+
 # --- building an entry ----------------------------------------------------------------------------
 
 
@@ -122,12 +290,12 @@ def make_cell(keys: Mapping[str, Any], effect: Effect, claim: Claim) -> dict[str
         "hi": _number(effect.hi),
         "n": effect.n,
         "interval": effect.method,
-        "verdict": verdict(scaled(effect, 1.0, -claim.null), claim.expected),
+        "verdict": claim.verdict_of(effect),
         "note": effect.reason,
     }
 
 
-def _too_few(item: dict[str, Any], rs: Resampling) -> dict[str, Any]:
+def too_few(item: dict[str, Any], rs: Resampling) -> dict[str, Any]:
     """No verdict from fewer than ``rs.min_queries`` queries: a bootstrap interval over a handful of
     values is too narrow to trust (it only knows the values it saw)."""
     if item["verdict"] in ("holds", "reversed") and item["n"] < rs.min_queries:
@@ -136,42 +304,91 @@ def _too_few(item: dict[str, Any], rs: Resampling) -> dict[str, Any]:
     return item
 
 
-def make_entry(claim: Claim, cells: list[dict[str, Any]], pooled: Effect | None, rs: Resampling, note: str = "") -> dict[str, Any]:
-    cells = [_too_few(c, rs) for c in cells]
-    entry: dict[str, Any] = {
-        "id": claim.id,
-        "claim": claim.claim,
-        "source": claim.source,
-        "unit": claim.unit,
-        "expected": f"{'>' if claim.expected > 0 else '<'} {claim.null:g}",
-    }
-    counts = {v: sum(c["verdict"] == v for c in cells) for v in VERDICTS}
-    if pooled is not None:
-        overall = _too_few(make_cell({}, pooled, claim), rs)
-        entry |= {"status": "run", "reason": note, "overall": "pooled", **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")}}
-        entry["note"] = overall["note"]
-    else:
-        if counts["holds"] == len(cells):
-            consensus = "holds"
-        elif counts["reversed"] == len(cells):
-            consensus = "reversed"
-        else:
-            consensus = "inconclusive"
-        entry |= {"status": "run", "reason": note, "overall": "cells", "effect": None, "lo": None, "hi": None,
-                  "n": sum(c["n"] for c in cells), "interval": "none", "verdict": consensus, "note": ""}
-    entry["cell_verdicts"] = counts
-    entry["cells"] = cells
-    return entry
-
-
-def not_run(claim: Claim, reason: str) -> dict[str, Any]:
-    """The entry of a finding whose inputs are not configured."""
+def _head(claim: Claim, inputs: FindingInputs | None) -> dict[str, Any]:
+    """The fields every entry starts with: what is claimed, where it is read, how it is built and
+    which of the paper's datasets it covers."""
+    scope = inputs.scope_of(claim) if inputs is not None else None
     return {
         "id": claim.id,
         "claim": claim.claim,
         "source": claim.source,
         "unit": claim.unit,
-        "expected": f"{'>' if claim.expected > 0 else '<'} {claim.null:g}",
+        "expected": claim.expected_text,
+        "construction": claim.construction,
+        "construction_reason": claim.construction_reason,
+        "paper_datasets": scope if scope is not None else "all",
+    }
+
+
+def _describe(claim: Claim, effect: Mapping[str, Any]) -> str:
+    """The description that stands in for the verdict of a finding that cannot fail."""
+    if effect.get("effect") is None:
+        return f"no value: {claim.construction_reason}"
+    interval = "" if effect.get("lo") is None else f" [{effect['lo']:.1f}, {effect['hi']:.1f}]"
+    return f"{effect['effect']:.1f}{interval} ({claim.unit}, {effect['n']} queries); not a test: {claim.construction_reason}"
+
+
+def make_entry(
+    claim: Claim,
+    cells: list[dict[str, Any]],
+    pooled: Effect | Pool | None,
+    rs: Resampling,
+    note: str = "",
+    inputs: FindingInputs | None = None,
+) -> dict[str, Any]:
+    """One finding's entry from its cells and its pooled effect.
+
+    ``pooled`` is a ``Pool`` (pooled here over the datasets in the claim's scope, each weighted
+    equally), an ``Effect`` computed by the caller, or None (the verdict summarises the cells:
+    holds when every in-scope cell holds, reversed when every one is reversed). With ``inputs``,
+    each cell with a ``dataset`` gets ``in_scope``; cells out of scope are shown, not pooled.
+    """
+    cells = [too_few(c, rs) for c in cells]
+    if inputs is not None:
+        cells = [{**c, "in_scope": inputs.in_scope(c["dataset"], claim)} if "dataset" in c else c for c in cells]
+    entry: dict[str, Any] = _head(claim, inputs)
+    covered = list(dict.fromkeys(c["dataset"] for c in cells if "dataset" in c))
+    datasets = [d for d in covered if inputs is None or inputs.in_scope(d, claim)]
+    entry["datasets"] = datasets
+    entry["datasets_out_of_scope"] = [d for d in covered if d not in datasets]
+    scoped = [c for c in cells if c.get("in_scope", True)]
+    counts = {v: sum(c["verdict"] == v for c in scoped) for v in (*VERDICTS, BY_CONSTRUCTION)}
+    if covered and not datasets:
+        scope = inputs.scope_of(claim) if inputs is not None else None
+        reason = f"no configured dataset stands for one of the paper's datasets of this claim ({', '.join(scope or [])}: report.claim_scope.{claim.scope}; datasets.<name>.paper_dataset)"
+        entry |= {"status": "out of scope", "reason": reason, "overall": None, "effect": None, "lo": None, "hi": None,
+                  "n": 0, "interval": "none", "verdict": NOT_RUN, "note": note}
+    elif isinstance(pooled, (Pool, Effect)):
+        effect = pooled.effect(rs, datasets) if isinstance(pooled, Pool) else pooled
+        if effect is None:
+            effect = Effect(float("nan"), float("nan"), float("nan"), 0, "none", "no queries")
+        overall = too_few(make_cell({}, effect, claim), rs)
+        entry |= {"status": "run", "reason": note, "overall": "pooled", **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")}}
+        entry["note"] = "; ".join(t for t in (note, overall["note"]) if t)
+    else:
+        if claim.construction == "cannot_fail":
+            consensus = BY_CONSTRUCTION
+        elif scoped and counts["holds"] == len(scoped):
+            consensus = "holds"
+        elif scoped and counts["reversed"] == len(scoped):
+            consensus = "reversed"
+        else:
+            consensus = "inconclusive"
+        entry |= {"status": "run", "reason": note, "overall": "cells", "effect": None, "lo": None, "hi": None,
+                  "n": sum(c["n"] for c in scoped), "interval": "none", "verdict": consensus, "note": note}
+    if claim.construction == "cannot_fail":
+        entry["description"] = _describe(claim, entry)
+    entry["cell_verdicts"] = counts
+    entry["cells"] = cells
+    return entry
+
+
+def not_run(claim: Claim, reason: str, inputs: FindingInputs | None = None) -> dict[str, Any]:
+    """The entry of a finding whose inputs are not configured."""
+    return {
+        **_head(claim, inputs),
+        "datasets": [],
+        "datasets_out_of_scope": [],
         "status": NOT_RUN,
         "reason": reason,
         "overall": None,
@@ -182,28 +399,9 @@ def not_run(claim: Claim, reason: str) -> dict[str, Any]:
         "interval": "none",
         "verdict": NOT_RUN,
         "note": "",
-        "cell_verdicts": dict.fromkeys(VERDICTS, 0),
+        "cell_verdicts": dict.fromkeys((*VERDICTS, BY_CONSTRUCTION), 0),
         "cells": [],
     }
-
-
-class PooledDifferences:
-    """Collects per-query differences of several cells and pools them: per (dataset, query), the sum
-    of its differences over the cells and how many cells it counts in (a ratio estimator, so the
-    pooled effect is the mean over every (cell, query) and resampling keeps a query's cells together)."""
-
-    def __init__(self) -> None:
-        self.parts: list[pl.DataFrame] = []
-
-    def add(self, dataset: str, qids: Sequence[str], values: np.ndarray) -> None:
-        if len(qids):
-            self.parts.append(pl.DataFrame({"dataset": dataset, "qid": list(qids), "d": np.asarray(values, float)}))
-
-    def pooled(self, rs: Resampling) -> Effect | None:
-        if not self.parts:
-            return None
-        units = pl.concat(self.parts).group_by("dataset", "qid", maintain_order=True).agg(s=pl.col("d").sum(), c=pl.len())
-        return ratio_interval(units["s"].to_numpy(), units["c"].to_numpy().astype(float), **rs.kwargs())
 
 
 def difference_entry(
@@ -211,14 +409,17 @@ def difference_entry(
     pairs: list[tuple[dict[str, Any], str, pl.DataFrame]],
     rs: Resampling,
     empty_reason: str,
+    inputs: FindingInputs | None = None,
 ) -> dict[str, Any]:
-    """An entry from per-query paired values: ``pairs`` holds (cell keys, dataset, frame qid/a/b)."""
+    """An entry from per-query paired values: ``pairs`` holds (cell keys, dataset, frame qid/a/b);
+    each cell is the mean of a - b with a paired bootstrap interval, the whole the mean of the
+    in-scope datasets' effects (with ``inputs``: the claim's scope)."""
     if not pairs:
-        return not_run(claim, empty_reason)
+        return not_run(claim, empty_reason, inputs)
     pool = PooledDifferences()
     cells = []
     for keys, dataset, frame in pairs:
         a, b = frame["a"].to_numpy(), frame["b"].to_numpy()
         cells.append(make_cell(keys, paired_difference(a, b, **rs.kwargs()), claim))
         pool.add(dataset, frame["qid"].to_list(), a - b)
-    return make_entry(claim, cells, pool.pooled(rs), rs)
+    return make_entry(claim, cells, pool, rs, inputs=inputs)

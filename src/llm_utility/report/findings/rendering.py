@@ -1,4 +1,5 @@
-"""findings.md and findings.html: the summary table of every finding, then each finding's cells."""
+"""findings.md and findings.html: the summary table of every finding, the re-ask twins beside their
+originals, how each finding is built and the datasets it covers, then each finding's cells."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ..tables import markdown
-from .framework import NOT_RUN, VERDICTS, Resampling
+from .framework import BY_CONSTRUCTION, VERDICTS, Resampling
 
 # --- rendering ------------------------------------------------------------------------------------
 
@@ -23,20 +24,30 @@ def _interval_text(entry: Mapping[str, Any]) -> str:
 
 def _cells_text(entry: Mapping[str, Any]) -> str:
     counts = entry["cell_verdicts"]
-    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)]
-    return ", ".join(parts) if parts else "-"
+    parts = [f"{counts[v]} {v}" for v in (*VERDICTS, BY_CONSTRUCTION) if counts.get(v)]
+    out = ", ".join(parts) if parts else "-"
+    outside = sum(not c.get("in_scope", True) for c in entry["cells"])
+    return f"{out} (+{outside} out of scope)" if outside else out
+
+
+def _survives_text(value: bool | None) -> str:
+    return {True: "yes", False: "no", None: "n/a"}[value]
 
 
 def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    """One row per finding: finding, source, effect [CI], expected, verdict, cells, note."""
+    """One row per finding: finding, source, effect [CI], expected, verdict, construction, cells, note."""
     rows = []
     for e in entries:
-        note = e["reason"] if e["status"] == NOT_RUN else e.get("note") or ""
+        note = e["reason"] if e["status"] != "run" else e.get("note") or ""
         if "control_of" in e:
             survives = {True: "yes", False: "no", None: "n/a (main finding does not hold)"}[e.get("survives")]
             note = "; ".join(t for t in (f"control of {e['control_of']}: survives {survives}", note) if t)
+        if "twin_of" in e:
+            note = "; ".join(t for t in (f"re-ask twin of {e['twin_of']}: survives {_survives_text(e.get('survives'))}", note) if t)
         if e.get("overall") == "cells":
-            note = "; ".join(t for t in ("verdict from the cells (no pooled interval)", note) if t)
+            note = "; ".join(t for t in ("verdict from the in-scope cells (no pooled interval)", note) if t)
+        if e.get("description"):
+            note = "; ".join(t for t in (f"cannot fail, described: {e['description']}", note) if t)
         rows.append(
             {
                 "finding": e["id"],
@@ -44,38 +55,109 @@ def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
                 "effect [95% CI]": _interval_text(e),
                 "expected": e["expected"],
                 "verdict": e["verdict"],
+                "construction": e.get("construction", ""),
                 "cells": _cells_text(e),
                 "note": note,
             }
         )
-    return pl.DataFrame(rows, schema={k: pl.String for k in ("finding", "source", "effect [95% CI]", "expected", "verdict", "cells", "note")})
+    columns = ("finding", "source", "effect [95% CI]", "expected", "verdict", "construction", "cells", "note")
+    return pl.DataFrame(rows, schema={k: pl.String for k in columns})
+
+
+def construction_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """One row per finding: how its quantities are built (construction and why) and its scope: the
+    paper's datasets the claim covers and the configured datasets pooled (and shown only)."""
+    rows = []
+    for e in entries:
+        scope = e.get("paper_datasets", "all")
+        rows.append(
+            {
+                "finding": e["id"],
+                "construction": e.get("construction", ""),
+                "why": e.get("construction_reason", ""),
+                "paper's datasets": scope if isinstance(scope, str) else ", ".join(scope),
+                "pooled": ", ".join(e.get("datasets", [])) or "-",
+                "shown, out of scope": ", ".join(e.get("datasets_out_of_scope", [])) or "-",
+            }
+        )
+    columns = ("finding", "construction", "why", "paper's datasets", "pooled", "shown, out of scope")
+    return pl.DataFrame(rows, schema={k: pl.String for k in columns})
+
+
+def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """Each finding with a re-ask twin beside its twin: effect [CI] and verdict of both, and whether
+    the original's effect survives the re-ask."""
+    by_id = {e["id"]: e for e in entries}
+    rows = []
+    for e in entries:
+        twin = by_id.get(e.get("reask_twin", ""))
+        if twin is None:
+            continue
+        rows.append(
+            {
+                "finding": e["id"],
+                "construction": e.get("construction", ""),
+                "original [95% CI]": _interval_text(e),
+                "original verdict": e["verdict"],
+                "re-ask [95% CI]": _interval_text(twin),
+                "re-ask verdict": twin["verdict"] if twin["status"] == "run" else f"{twin['verdict']} ({twin['reason']})",
+                "survives": _survives_text(twin.get("survives")),
+            }
+        )
+    columns = ("finding", "construction", "original [95% CI]", "original verdict", "re-ask [95% CI]", "re-ask verdict", "survives")
+    return pl.DataFrame(rows, schema={k: pl.String for k in columns})
+
+
+_CELL_FIELDS = ("effect", "lo", "hi", "n", "interval", "verdict", "note", "in_scope", "comparison", "known_left_out")
 
 
 def cells_frame(entry: Mapping[str, Any]) -> pl.DataFrame:
-    """A finding's cells as a frame: its keys, then effect, lo, hi, n, verdict, note."""
+    """A finding's cells as a frame: its keys, then effect, lo, hi, n, verdict, in_scope, the
+    comparison a cell used (where a finding chooses one), note."""
     if not entry["cells"]:
         return pl.DataFrame()
     frame = pl.DataFrame(entry["cells"], infer_schema_length=None)
-    keys = [c for c in frame.columns if c not in ("effect", "lo", "hi", "n", "interval", "verdict", "note")]
-    return frame.select(*keys, "effect", "lo", "hi", "n", "verdict", "note")
+    keys = [c for c in frame.columns if c not in _CELL_FIELDS]
+    extra = [c for c in ("in_scope", "known_left_out", "comparison") if c in frame.columns]
+    return frame.select(*keys, "effect", "lo", "hi", "n", "verdict", *extra, "note")
+
+
+_HEAD = (
+    "Each headline claim of the paper, tested on this run: the effect with its {confidence:g}% bootstrap interval over "
+    "queries ({resamples} resamples, seed {seed}) and a verdict: `holds` (interval entirely on the claimed side of "
+    "`expected`, or inside its band), `reversed` (entirely on the other side, or outside the band), `inconclusive` (the "
+    "interval contains it, or there is none), `by construction` (the way the compared quantities are built fixes the "
+    "sign: the effect is described, not tested), `not run` (inputs not configured, or no dataset in the claim's scope). "
+    "`construction` says whether the finding can fail: `can_fail`, `partly_built_in` (part of the effect is built in, "
+    "e.g. a gold set replays the call that selected it; see its re-ask twin `<id>_reask`), `cannot_fail`. Overall "
+    "values are the mean of the per-dataset effects over the datasets that stand for the paper's datasets of the claim "
+    "(each dataset weighted equally, queries resampled within their dataset, a query with all its cells), unless the "
+    "note says the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below."
+)
 
 
 def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
-    """findings.md: the summary table, then each finding's cells."""
-    head = (
-        "# Findings\n\n"
-        f"Each headline claim of the paper, tested on this run: the effect with its {100 * rs.confidence:g}% "
-        f"bootstrap interval over queries ({rs.n_resamples} resamples, seed {rs.seed}) and a verdict: "
-        "`holds` (interval entirely on the claimed side of `expected`), `reversed` (entirely on the other side), "
-        "`inconclusive` (the interval contains it, or there is none), `not run` (inputs not configured). "
-        "Overall values pool every dataset and LLM (queries resampled with all their cells) unless the note says "
-        "the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below.\n"
-    )
+    """findings.md: the summary table, the re-ask twins beside their originals, how each finding is
+    built and which datasets it covers, then each finding's cells."""
+    head = "# Findings\n\n" + _HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed) + "\n"
     parts = [head, markdown(summary_frame(entries))]
+    reask = reask_frame(entries)
+    if reask.height:
+        parts.append(
+            "## Re-ask control\n\nEvery finding whose construction builds part of its verdict in, beside its twin on the "
+            "re-ask answers: the same contexts answered again under a paraphrased instruction with the passages in "
+            "reverse order, while gold sets and known flags stay those of the answer prompt, so no evaluated call is "
+            "the call that selected its passages. `survives`: the twin holds (n/a: the original neither holds nor is "
+            "built in, or the twin did not run).\n"
+        )
+        parts.append(markdown(reask))
+    parts.append("## How each finding is built, and the datasets it covers\n")
+    parts.append(markdown(construction_frame(entries)))
     for e in entries:
         if not e["cells"]:
             continue
-        parts.append(f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}.\n")
+        parts.append(f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}. "
+                     f"Construction: {e.get('construction', '')}{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n")
         parts.append(markdown(cells_frame(e), floatfmt=".1f"))
     return "\n".join(parts)
 
@@ -92,14 +174,18 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
         "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin-bottom:1.5em}"
         "th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}</style></head><body>",
         "<h1>Findings</h1>",
-        f"<p>Effects with {100 * rs.confidence:g}% bootstrap intervals over queries ({rs.n_resamples} resamples, "
-        f"seed {rs.seed}); verdicts: holds / reversed / inconclusive / not run.</p>",
+        f"<p>{html.escape(_HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed))}</p>",
         table(summary_frame(entries)),
     ]
+    reask = reask_frame(entries)
+    if reask.height:
+        parts += ["<h2>Re-ask control</h2>", table(reask)]
+    parts += ["<h2>How each finding is built, and the datasets it covers</h2>", table(construction_frame(entries))]
     for e in entries:
         if e["cells"]:
             parts.append(f"<h2>{html.escape(e['id'])}</h2><p>{html.escape(e['claim'])}. Unit: {html.escape(e['unit'])}; "
-                         f"expected {html.escape(e['expected'])}. Read from {html.escape(e['source'])}.</p>")
+                         f"expected {html.escape(e['expected'])}. Read from {html.escape(e['source'])}. "
+                         f"Construction: {html.escape(e.get('construction', ''))}.</p>")
             parts.append(table(cells_frame(e)))
     parts.append("</body></html>\n")
     return "\n".join(parts)
