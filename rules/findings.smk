@@ -50,6 +50,7 @@ MODEL_RULE_OUTPUT = {
         if PLAN.thinking_methods
         else None
     ),
+    "answer_reask": fill(ANSWERS, context="reask_none"),
     "answer_judgments": fill(
         ANSWERS,
         context=(PLAN.selected_contexts() + PLAN.reranked_contexts() + ["none"])[0],
