@@ -35,7 +35,8 @@ EXTERNAL_RUNS = {
 rule table1:
     input:
         **answers_inputs(
-            DATASETS, lambda llm: PLAN.table1_contexts(llm) + PLAN.table1_reask_contexts(llm)
+            DATASETS,
+            lambda llm: PLAN.table1_contexts(llm) + PLAN.table1_reask_contexts(llm),
         ),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
