@@ -99,13 +99,15 @@ LIGHT = RESOURCES["light"]
 BASE_ENV = "../envs/base.yaml"
 
 # The order in which ready LLM jobs get the free cores (higher first; everything else is 0): along
-# the DAG's longest chain, candidate answers -> judgments -> answers with judgments.
+# the DAG's longest chain, candidate answers -> judgments -> answers with judgments; then the gold
+# answers, and last the re-ask, which only the report waits for.
 PRIORITY = {
-    "retrieve": 4,
-    "answer_candidates": 3,
-    "judge": 2,
-    "answer_judgments": 1,
-    "answer_gold": 0,
+    "retrieve": 5,
+    "answer_candidates": 4,
+    "judge": 3,
+    "answer_judgments": 2,
+    "answer_gold": 1,
+    "answer_reask": 0,
 }
 
 

@@ -13,7 +13,7 @@ FINDINGS_INPUTS = {
     **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
     **(
         REASK_ANSWERS
-        if getattr(PLAN, "reask", False)
+        if PLAN.reask
         else {key: path for key, path in REASK_ANSWERS.items() if os.path.exists(path)}
     ),
     **gold_inputs(DATASETS),
@@ -50,6 +50,7 @@ MODEL_RULE_OUTPUT = {
         if PLAN.thinking_methods
         else None
     ),
+    "answer_reask": fill(ANSWERS, context="reask_none"),
     "answer_judgments": fill(
         ANSWERS,
         context=(PLAN.selected_contexts() + PLAN.reranked_contexts() + ["none"])[0],

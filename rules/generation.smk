@@ -22,6 +22,11 @@ GOLD_TABLES = {
     }
     for candidates in ("C", "U")
 }
+# The re-asked gold sets: every LLM's gold set among C and U, named by its re-ask context.
+REASK_GOLD_TABLES = {
+    context: fill(GOLD, llm=source, candidates=candidates)
+    for context, (source, candidates) in PLAN.reask_gold_sources().items()
+}
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -124,3 +129,24 @@ use rule answer_candidates as answer_gold_U with:
     benchmark:
         "benchmarks/out/answer_gold/{dataset}/{llm}/U.tsv"
     priority: PRIORITY["answer_gold"]
+
+
+# The re-ask control (docs/method.md, "The re-ask"): none, human, topk, union and every LLM's gold
+# sets answered again under the paraphrased `reask` wording with the passages in reverse order, so
+# no evaluated call is the call that selected its passages. Its own job: it needs every LLM's gold
+# sets (as answer_gold_* does) and feeds only Table 1 and the findings, so it runs last among the
+# model jobs (lowest priority) and fills the cores the judge chain leaves free; it shares no prompt
+# with the other jobs, so it waits for none of them.
+if PLAN.reask:
+
+    use rule answer_candidates as answer_reask with:
+        input:
+            **REASK_GOLD_TABLES,
+            **MODEL_JOB_INPUTS,
+        output:
+            **answers_named(PLAN.reask_contexts()),
+        log:
+            "logs/answer_reask/{dataset}/{llm}.log",
+        benchmark:
+            "benchmarks/out/answer_reask/{dataset}/{llm}.tsv"
+        priority: PRIORITY["answer_reask"]

@@ -34,7 +34,10 @@ EXTERNAL_RUNS = {
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
 rule table1:
     input:
-        **answers_inputs(DATASETS, PLAN.table1_contexts),
+        **answers_inputs(
+            DATASETS,
+            lambda llm: PLAN.table1_contexts(llm) + PLAN.table1_reask_contexts(llm),
+        ),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
     output:
@@ -48,6 +51,7 @@ rule table1:
         **LIGHT,
     params:
         intervals=PLAN.intervals(),
+        reask=PLAN.reask,
     script:
         "../workflow/scripts/table1.py"
 

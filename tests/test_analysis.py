@@ -85,7 +85,8 @@ def cell(df: pl.DataFrame, llm: str, column: str, field: str):
 
 def test_table1_values_and_sizes():
     t = analysis.table1(ANSWERS, GOLD, QUERIES)
-    assert t.columns == ["dataset", "llm", "column", "correct", "avg_size", "n_queries"]
+    assert t.columns == ["block", "dataset", "llm", "column", "correct", "avg_size", "n_queries"]
+    assert set(t["block"]) == {"answer"}
     assert t.height == 2 * 6
     assert t["column"].to_list()[:6] == ["None", "C", "U", "Human", "G(C)", "G(U)"]
     expected = {
@@ -102,6 +103,35 @@ def test_table1_values_and_sizes():
         for column in ("None", "C", "U"):
             assert cell(t, llm, column, "avg_size") is None
     assert set(t["n_queries"]) == {4}
+
+
+def test_table1_reask_block_reads_the_reask_contexts():
+    """The re-ask block: the same columns, read from the reask_* answers (hand-set hits), the same
+    set sizes; the answer block unchanged."""
+    reask_hits = {
+        "none": [F, F, F, F],  # 0
+        "topk": [T, F, F, F],  # 25
+        "union": [T, T, F, F],  # 50
+        "human": [T, T, T, F],  # 75
+        "gold_C_from_a": [T, F, F, F],  # 25
+        "gold_U_from_a": [T, T, F, F],  # 50
+    }
+    answers = {("d", "a"): {**ANSWERS[("d", "a")], **{f"reask_{c}": answers_frame(h) for c, h in reask_hits.items()}}}
+    t = analysis.table1(answers, GOLD, QUERIES, blocks=("answer", "reask"))
+    assert t["block"].to_list() == ["answer"] * 6 + ["reask"] * 6
+    reask = t.filter(pl.col("block") == "reask")
+    assert reask["correct"].to_list() == [0.0, 25.0, 50.0, 75.0, 25.0, 50.0]
+    answer = t.filter(pl.col("block") == "answer")
+    assert answer["correct"].to_list() == [25.0, 50.0, 75.0, 50.0, 75.0, 100.0]
+    assert reask["avg_size"].to_list() == answer["avg_size"].to_list() == [None, None, None, 1.5, 0.75, 1.0]
+    with pytest.raises(KeyError, match="reask_none"):
+        analysis.table1(ANSWERS, GOLD, QUERIES, blocks=("reask",))
+    with pytest.raises(ValueError, match="unknown Table 1 block"):
+        analysis.table1(answers, GOLD, QUERIES, blocks=("again",))
+    iv = analysis.table1_intervals(answers, 200, 1, blocks=("answer", "reask"))
+    assert iv.filter(pl.col("block") == "reask").height == 6
+    # All 4 queries wrong: the interval is [0, 0] whatever the resamples.
+    assert iv.filter((pl.col("block") == "reask") & (pl.col("column") == "None")).select("lo", "hi").row(0) == (0.0, 0.0)
 
 
 def test_table1_rejects_inconsistent_answers():

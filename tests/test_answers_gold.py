@@ -5,7 +5,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from llm_utility.method.answers import Candidates, answer_contexts, candidates_table, context_requests
+from llm_utility.method.answers import (
+    Candidates,
+    answer_contexts,
+    candidates_table,
+    context_requests,
+    render_requests,
+)
 from llm_utility.method.gold import gold_sets, known_flags
 from llm_utility.method.prompts import Passage, answer_prompt, load_prompts
 
@@ -93,6 +99,58 @@ def test_context_requests(passages_file):
         context_requests("gold_C_from_x", c)
     with pytest.raises(ValueError, match="unknown answer context"):
         context_requests("gold_X", c)
+
+
+def test_reask_requests_reverse_the_passages(passages_file):
+    c = candidates(QUERIES, RUN, passages_file)
+    # U of q1 is p1, p2 (retrieved), h1 (human): the re-ask gets h1, p2, p1.
+    assert context_requests("reask_union", c) == [("q1", ("h1", "p2", "p1")), ("q2", ("p2", "p1"))]
+    assert context_requests("reask_topk", c) == [("q1", ("p2", "p1")), ("q2", ("p2", "p1"))]
+    assert context_requests("reask_human", c) == [("q1", ("h1",)), ("q2", ("p2",))]
+    assert context_requests("reask_none", c) == [("q1", ()), ("q2", ())]
+    gold = pl.DataFrame({"qid": ["q1", "q1"], "pid": ["h1", "p1"]})
+    assert context_requests("reask_gold_U_from_other-llm", c, gold) == [("q1", ("h1", "p1")), ("q2", ())]
+    with pytest.raises(ValueError, match="needs its gold table"):
+        context_requests("reask_gold_C_from_x", c)
+    # Only the evaluation contexts are re-asked (not the single calls that define gold sets).
+    with pytest.raises(ValueError, match="unknown re-ask context 'reask_single'"):
+        context_requests("reask_single", c)
+
+
+def test_reask_prompt_is_a_paraphrase_never_an_answer_call(passages_file):
+    """No re-ask prompt equals any prompt of the answer wording: a re-asked one-passage gold set is
+    not its single call, an empty one not the none call, a re-asked top-k not the top-k call."""
+    c = candidates(QUERIES, RUN, passages_file)
+    gold = pl.DataFrame({"qid": ["q1"], "pid": ["h1"]})
+    answer = {ctx: context_requests(ctx, c, gold if ctx.startswith("gold") else None) for ctx in ("none", "single", "topk", "union", "human", "gold_U_from_x")}
+    reask = {f"reask_{ctx}": context_requests(f"reask_{ctx}", c, gold if ctx.startswith("gold") else None) for ctx in ("none", "topk", "union", "human", "gold_U_from_x")}
+    answer_texts = {t for *_, t in render_requests(answer, QUERIES, PASSAGES, PROMPTS, lambda t: t)}
+    reask_rows = render_requests(reask, QUERIES, PASSAGES, PROMPTS, lambda t: t)
+    assert reask_rows and not answer_texts & {t for *_, t in reask_rows}
+    q1_union = next(t for ctx, qid, _, t in reask_rows if ctx == "reask_union" and qid == "q1")
+    # Written out from config/prompts.yaml's reask.qa.with_passages, passages last-to-first.
+    assert q1_union == (
+        "Passages:\nLima Lima is a city in Peru.\nChile Santiago is the capital of Chile.\nPeru Lima is the capital of Peru.\n"
+        "Using these passages or what you know, reply to the question below in a word or a short phrase.\n"
+        "Question: What is the capital of Peru?\nShort reply:"
+    )
+    q2_none = next(t for ctx, qid, _, t in reask_rows if ctx == "reask_none" and qid == "q2")
+    assert "SUPPORTS or REFUTES" in q2_none and "The capital of Chile is Lima." in q2_none
+    # The re-ask's answers record the passages in the order the model saw them.
+    frames = answer_contexts(reask, QUERIES, PASSAGES, PROMPTS, lambda t: t, _fake_llm)
+    assert frames["reask_union"]["pids"].to_list() == [["h1", "p2", "p1"], ["p2", "p1"]]
+    assert frames["reask_topk"]["correct"].to_list() == [True, False]
+
+
+def test_demo_prompts_override_the_claims_reask_too():
+    demo = load_prompts([Path(__file__).parents[1] / "config" / name for name in ("prompts.yaml", "prompts-demo.yaml")])
+    assert "true or false" in demo["reask"]["fact"]["with_passages"]
+    assert demo["reask"]["qa"] == PROMPTS["reask"]["qa"]
+    for task in ("qa", "fact"):
+        for form in ("no_passages", "with_passages"):
+            assert demo["reask"][task][form] != demo["answer"][task][form]
+    with pytest.raises(ValueError, match="unknown answer wording"):
+        answer_prompt(PROMPTS, "qa", "q", [], wording="rephrase")
 
 
 def test_prompts_reuse_calls():

@@ -82,6 +82,7 @@ def test_model_jobs_of_the_demo(demo):
     for rule in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
         expected += [(rule, wc) for wc in pairs]
     expected += [("answer_judgments", wc) for wc in pairs]
+    expected += [("answer_reask", wc) for wc in pairs]
     assert demo.model_jobs() == expected
 
 
@@ -91,7 +92,7 @@ def test_model_jobs_of_the_paper(paper):
     n = 6 * 4  # datasets x LLMs
     assert {r: rules.count(r) for r in set(rules)} == {
         "materialize_model": 4, "answer_candidates": n, "answer_gold_C": n, "answer_gold_U": n, "judge": n,
-        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n,
+        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n, "answer_reask": n,
     }
     assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b"}) in jobs
 
@@ -141,6 +142,22 @@ def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
     assert paper_datasets_of("tqa-sample", kilt) == ["triviaqa"]
     assert paper_datasets_of("mine", {"source": "local", "queries": "q.jsonl"}) is None
     assert paper_datasets_of("mine", {"source": "local", "queries": "q.jsonl", "paper_dataset": ["fever"]}) == ["fever"]
+
+
+def test_reask_contexts_and_switch(demo, paper):
+    assert demo.reask and paper.reask  # on by default, in the demo and the paper config
+    assert demo.reask_contexts() == [
+        "reask_none", "reask_human", "reask_topk", "reask_union",
+        "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m",
+        "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
+    ]
+    assert demo.reask_gold_sources()["reask_gold_U_from_gemma3-270m"] == ("gemma3-270m", "U")
+    assert demo.table1_reask_contexts("gemma3-270m") == [
+        "reask_none", "reask_topk", "reask_union", "reask_human", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_gemma3-270m",
+    ]
+    off = Plan(_config("config.yaml", reask={"enabled": False}))
+    assert off.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
+    assert "answer_reask" not in {rule for rule, _ in off.model_jobs()}
 
 
 def test_figures_and_fallbacks():

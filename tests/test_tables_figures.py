@@ -35,6 +35,22 @@ def test_table1_blocks_format_and_bold():
     assert plain.loc["llama_8b", "G(U)"] == "80.30 (1.9)"
 
 
+def test_table1_reask_block_follows_each_dataset(tmp_path):
+    answer = table1_frame().with_columns(block=pl.lit("answer"))
+    reask = answer.with_columns(block=pl.lit("reask"), correct=pl.col("correct") - 10.0)
+    df = pl.concat([answer, reask]).select("block", *table1_frame().columns)
+    blocks = tables.table1_blocks(df, "md")
+    assert list(blocks) == ["NQ", "NQ, re-ask"]
+    assert blocks["NQ, re-ask"].loc["llama_8b", "None"] == "26.24"
+    assert blocks["NQ, re-ask"].loc["llama_8b", "G(U)"] == "**70.30** (1.9)"  # bold within its own block
+    csv, md, tex = tmp_path / "t1.csv", tmp_path / "t1.md", tmp_path / "t1.tex"
+    tables.write_table1(df, csv, md, tex)
+    text = md.read_text()
+    assert text.index("### NQ\n") < text.index("### NQ, re-ask\n")
+    assert pl.read_csv(csv).filter(pl.col("block") == "reask")["correct"].to_list() == reask["correct"].to_list()
+    assert "NQ, re-ask" in tex.read_text()
+
+
 def test_write_table1(tmp_path):
     df = table1_frame()
     csv, md, tex = tmp_path / "t1.csv", tmp_path / "t1.md", tmp_path / "t1.tex"

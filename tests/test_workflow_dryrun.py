@@ -54,6 +54,8 @@ def test_paper_config_resolves_full_dag(paper_dag):
     # pseudo-answer there, and one job answering with every judgment-derived context.
     assert counts["judge"] == counts["rank_retriever"] == counts["answer_judgments"] == n_datasets * n_llms
     assert counts["judge_thinking"] == counts["answer_thinking"] == n_thinking
+    # The re-ask control: one job per pair (none, human, topk, union and every LLM's gold sets re-asked).
+    assert counts["answer_reask"] == n_datasets * n_llms
     assert counts["qrels"] == n_datasets * n_llms * 2
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
         assert counts[table] == 1, table
@@ -73,7 +75,7 @@ def test_paper_config_resolves_full_dag(paper_dag):
 
 MODEL_RULES = (
     "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
-    "judge_thinking", "answer_judgments",
+    "judge_thinking", "answer_judgments", "answer_reask",
 )
 
 
@@ -97,9 +99,31 @@ def test_paper_config_tags_gpu_jobs(paper_dag):
 
 
 def test_default_config_resolves(fresh):
-    counts = _job_counts(_dry_run(fresh))
+    text = _dry_run(fresh, "-p")
+    counts = _job_counts(text)
     assert counts["answer_candidates"] == 3 * 2 and counts["answer_gold_U"] == 3 * 2
     assert counts["judge"] == 3 * 2 and counts["answer_judgments"] == 3 * 2 and counts["table2"] == 1
+    # The demo runs the re-ask: one job per (dataset, LLM), every re-ask context its output, and
+    # Table 1 reads them.
+    assert counts["answer_reask"] == 3 * 2
+    job = re.search(r"rule answer_reask:\n(.*?)\n\n", text, re.S).group(1)
+    outputs = re.search(r"output: ([^\n]*)", job).group(1).split(", ")
+    assert sorted(o.rsplit("/", 1)[1] for o in outputs) == sorted(
+        f"reask_{c}.parquet"
+        for c in ("none", "human", "topk", "union", "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m",
+                  "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m")
+    )
+    table1 = re.search(r"rule table1:\n(.*?)\n\n", text, re.S).group(1)
+    assert "answers/reask_gold_U_from_gemma3-270m.parquet" in table1 and "answers/reask_none.parquet" in table1
+
+
+def test_reask_switch_off_removes_the_stage(fresh, tmp_path):
+    cfg = yaml.safe_load((fresh / "config" / "config.yaml").read_text())
+    cfg["reask"] = {"enabled": False}
+    path = tmp_path / "no-reask.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    text = _dry_run(fresh, "--configfile", str(path), "-p")
+    assert "answer_reask" not in _job_counts(text) and "answers/reask_" not in text
 
 
 def test_figure1_right_schedules_only_what_it_needs(fresh):

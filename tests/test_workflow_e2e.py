@@ -135,6 +135,29 @@ def test_answers_and_gold_follow_eq1(demo):
             assert dict(flags.iter_rows()) == known
 
 
+def test_reask_reverses_the_passages_under_a_new_wording(demo):
+    """The re-ask stage: every evaluation context answered again with its passages in reverse order,
+    and none of its calls is an answer call (each query's re-asked no-passage call is made, never
+    served from the none call), so Table 1 has its re-ask block."""
+    workdir, cfg, _ = demo
+    for dataset in cfg["datasets"]:
+        for llm in cfg["llms"]:
+            answers = workdir / f"results/{dataset}/{llm}/answers"
+            bases = ["none", "human", "topk", "union"] + [f"gold_{c}_from_{source}" for c in "CU" for source in cfg["llms"]]
+            for base in bases:
+                original = dict(pl.read_parquet(answers / f"{base}.parquet").select("qid", "pids").iter_rows())
+                reask = dict(pl.read_parquet(answers / f"reask_{base}.parquet").select("qid", "pids").iter_rows())
+                assert reask == {q: pids[::-1] for q, pids in original.items()}, (dataset, llm, base)
+            log = (workdir / f"logs/answer_reask/{dataset}/{llm}.log").read_text()
+            stats = json.loads(re.search(r"store_stats (\{.*\})", log).group(1))
+            n_queries = cfg["datasets"][dataset]["n_queries"]
+            assert stats["calls"]["generate"]["made"] >= n_queries
+    t1 = pl.read_csv(workdir / "results/tables/table1_rag.csv")
+    assert set(t1["block"]) == {"answer", "reask"}
+    assert t1.filter(pl.col("block") == "reask").height == t1.filter(pl.col("block") == "answer").height
+    assert "re-ask" in (workdir / "results/tables/table1_rag.md").read_text()
+
+
 def _store_stats(workdir):
     """Calls made and served per LLM, added up over every job's store_stats log line."""
     made, served = {}, {}
@@ -257,7 +280,7 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     # Forcing the model jobs to run again makes no model call: the store serves every one.
     rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
-    forced = run_workflow(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "answer_judgments")
+    forced = run_workflow(repo, workdir, cfg_path, "--cores", "2", "--forcerun", "judge", "answer_judgments", "answer_reask")
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
     styled = dict(cfg, figures={**cfg["figures"], "dpi": cfg["figures"]["dpi"] + 50})

@@ -1,4 +1,4 @@
-"""Rule table1: paper Table 1 as CSV (tidy), Markdown and LaTeX.
+"""Rule table1: paper Table 1 (and its re-ask block) as CSV (tidy), Markdown and LaTeX.
 
 By hand:  python workflow/scripts/table1.py
 """
@@ -23,4 +23,5 @@ table1_job(
     md=snakemake.output.md,
     tex=snakemake.output.tex,
     intervals=snakemake.params.intervals,
+    reask=snakemake.params.reask,
 )

@@ -11,10 +11,16 @@ Contexts (docs/method.md, "Answer contexts"), per query:
     gold_{C,U}_from_{llm}     the gold set (Eq. 1-2) that <llm> has among C or U; from itself: its own
     selected_{method}_from_{llm}   the passages <llm> selected with a judgment method; from itself: its own
     reranked_{method}_top{n}  the first n passages of the LLM's own utility ranking by <method>
+    reask_{context}           the re-ask of an evaluation context (none, human, topk, union and the
+                              gold sets): the same passages in reverse order under the paraphrased
+                              instruction ``reask`` of prompts.yaml, so that no evaluated call is the
+                              call that selected its passages (a gold set of one passage was selected
+                              by its ``single`` call, an empty one by the ``none`` call)
 
 Passages keep retrieval order (then human order), except reranked contexts, which keep the ranking's
-order; so equal passage lists always render as equal prompts and the store serves repeats (an empty
-gold set or selection is the ``none`` call, a one-passage one is a ``single`` call).
+order, and re-asks, which reverse their context's order; so equal passage lists always render as
+equal prompts and the store serves repeats (an empty gold set or selection is the ``none`` call, a
+one-passage one is a ``single`` call; an empty re-asked gold set is the ``reask_none`` call).
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from ..schemas import ANSWERS_SCHEMA, CANDIDATES_SCHEMA
 from .prompts import Passage, answer_prompt
 
 CANDIDATE_CONTEXTS = ("none", "single", "topk", "union", "human")
+# The evaluation contexts that get a re-ask (besides every LLM's gold sets among C and U).
+REASK_BASE_CONTEXTS = ("none", "human", "topk", "union")
+REASK_PREFIX = "reask_"
 _SLUG = r"[a-z0-9][a-z0-9-]*"
 CONTEXT_PATTERNS = {
     "gold": re.compile(rf"^gold_(?P<candidates>[CU])_from_(?P<source>{_SLUG})$"),
@@ -40,6 +49,27 @@ CONTEXT_PATTERNS = {
 
 def gold_context(candidates: str, source: str) -> str:
     return f"gold_{candidates}_from_{source}"
+
+
+def reask_context(context: str) -> str:
+    """The re-ask twin of an evaluation context (``topk`` -> ``reask_topk``)."""
+    return REASK_PREFIX + context
+
+
+def is_reask(context: str) -> bool:
+    return context.startswith(REASK_PREFIX)
+
+
+def reasked(context: str) -> str:
+    """The context a re-ask context asks again (``reask_topk`` -> ``topk``)."""
+    if not is_reask(context):
+        raise ValueError(f"'{context}' is not a re-ask context (they start with '{REASK_PREFIX}')")
+    base = context[len(REASK_PREFIX) :]
+    if base not in REASK_BASE_CONTEXTS and not CONTEXT_PATTERNS["gold"].match(base):
+        raise ValueError(
+            f"unknown re-ask context '{context}': the re-ask covers {', '.join(REASK_BASE_CONTEXTS)} and the gold sets"
+        )
+    return base
 
 
 def selected_context(method: str, source: str) -> str:
@@ -125,8 +155,11 @@ def context_requests(
     """The (qid, passage ids) calls that make up ``context``, in query order.
 
     ``table`` is what a derived context is made from: a gold set (qid, pid) for ``gold_*``, a
-    judgment (qid, pid, selected) for ``selected_*``, a ranking (qid, pid, rank) for ``reranked_*``.
+    judgment (qid, pid, selected) for ``selected_*``, a ranking (qid, pid, rank) for ``reranked_*``;
+    a re-ask takes the table of the context it asks again, and gets its passages in reverse order.
     """
+    if is_reask(context):
+        return [(q, pids[::-1]) for q, pids in context_requests(reasked(context), cands, table)]
     if context == "none":
         return [(q, ()) for q in cands.U]
     if context == "single":
@@ -194,10 +227,21 @@ def render_requests(
     prompts: Mapping,
     render: Callable[[str], str],
 ) -> list[tuple[str, str, tuple[str, ...], str]]:
-    """(context, qid, pids, rendered prompt) of every request, in order."""
+    """(context, qid, pids, rendered prompt) of every request, in order; a re-ask context's requests
+    get the ``reask`` wording."""
     info = {r["qid"]: r for r in queries.select("qid", "question", "task").iter_rows(named=True)}
     return [
-        (ctx, qid, pids, render(answer_prompt(prompts, info[qid]["task"], info[qid]["question"], [passages[p] for p in pids])))
+        (
+            ctx,
+            qid,
+            pids,
+            render(
+                answer_prompt(
+                    prompts, info[qid]["task"], info[qid]["question"], [passages[p] for p in pids],
+                    wording="reask" if is_reask(ctx) else "answer",
+                )
+            ),
+        )
         for ctx, reqs in requests.items()
         for qid, pids in reqs
     ]

@@ -20,6 +20,11 @@ _REQUIRED = {
     "answer.qa.with_passages": ("{question}", "{passages}"),
     "answer.fact.no_passages": ("{question}",),
     "answer.fact.with_passages": ("{question}", "{passages}"),
+    # The re-ask (method.answers' reask_* contexts): the answer instruction paraphrased.
+    "reask.qa.no_passages": ("{question}",),
+    "reask.qa.with_passages": ("{question}", "{passages}"),
+    "reask.fact.no_passages": ("{question}",),
+    "reask.fact.with_passages": ("{question}", "{passages}"),
     # Utility judgments (paper Section 3.3, Appendix A; method.judgments renders them).
     "judgment.definition": (),
     "judgment.pseudo_answer": ("{answer}",),
@@ -96,12 +101,17 @@ def render_passages(prompts: Mapping, passages: Sequence[Passage]) -> str:
     )
 
 
-def answer_prompt(prompts: Mapping, task: str, question: str, passages: Sequence[Passage]) -> str:
-    """The answer-generation instruction for ``question`` given ``passages`` (none: no-passage prompt)."""
+def answer_prompt(
+    prompts: Mapping, task: str, question: str, passages: Sequence[Passage], wording: str = "answer"
+) -> str:
+    """The answer-generation instruction for ``question`` given ``passages`` (none: no-passage
+    prompt), in the ``answer`` wording or its paraphrase ``reask``."""
+    if wording not in ("answer", "reask"):
+        raise ValueError(f"unknown answer wording '{wording}' (expected 'answer' or 'reask')")
     try:
-        wording = prompts["answer"][task]
+        templates = prompts[wording][task]
     except KeyError:
-        raise ValueError(f"no answer prompt for task '{task}' (expected one of {sorted(prompts['answer'])})") from None
+        raise ValueError(f"no {wording} prompt for task '{task}' (expected one of {sorted(prompts[wording])})") from None
     if not passages:
-        return wording["no_passages"].format(question=question)
-    return wording["with_passages"].format(question=question, passages=render_passages(prompts, passages))
+        return templates["no_passages"].format(question=question)
+    return templates["with_passages"].format(question=question, passages=render_passages(prompts, passages))

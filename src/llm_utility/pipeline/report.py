@@ -42,17 +42,22 @@ def _unique(values) -> list:
     return list(dict.fromkeys(values))
 
 
-def table1_job(*, answers, gold, queries, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
-    """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM; with
-    ``intervals`` (the ``report`` config: resamples, bootstrap_seed, confidence), each cell's
-    bootstrap interval too (columns lo, hi)."""
-    from ..report.analysis import table1, table1_intervals
+def table1_job(
+    *, answers, gold, queries, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, reask: bool = False
+) -> None:
+    """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM, and with
+    ``reask`` the same columns re-asked (a second block); with ``intervals`` (the ``report``
+    config: resamples, bootstrap_seed, confidence), each cell's bootstrap interval too (columns lo,
+    hi)."""
+    from ..report.analysis import ANSWER_BLOCK, REASK_BLOCK, table1, table1_intervals
     from ..report.tables import join_intervals, write_table1
 
     frames = read_answers(answers)
-    table = table1(frames, read_gold(gold), read_queries(queries))
+    blocks = (ANSWER_BLOCK, REASK_BLOCK) if reask else (ANSWER_BLOCK,)
+    table = table1(frames, read_gold(gold), read_queries(queries), blocks)
     if intervals:
-        table = join_intervals(table, table1_intervals(frames, **_resampling(intervals)), ["dataset", "llm", "column"])
+        bounds = table1_intervals(frames, **_resampling(intervals), blocks=blocks)
+        table = join_intervals(table, bounds, ["block", "dataset", "llm", "column"])
     write_table1(table, csv, md, tex)
 
 

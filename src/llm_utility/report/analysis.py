@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from ..method.answers import reask_context
+
 Answers = Mapping[tuple[str, str], Mapping[str, pl.DataFrame]]
 Gold = Mapping[tuple[str, str, str], pl.DataFrame]
 
@@ -34,6 +36,19 @@ TABLE1_CONTEXTS: dict[str, str] = {
     "G(U)": "gold_U_from_{llm}",
 }
 TABLE1_COLUMNS = tuple(TABLE1_CONTEXTS)
+# Table 1's blocks: the answers under the answer prompt, and their re-ask (method.answers: the
+# paraphrased instruction, the passages in reverse order), the same columns.
+ANSWER_BLOCK, REASK_BLOCK = "answer", "reask"
+
+
+def table1_context(column: str, llm: str, block: str = ANSWER_BLOCK) -> str:
+    """The answer context behind a Table 1 cell (``G(C)``, ``reask`` -> ``reask_gold_C_from_<llm>``)."""
+    context = TABLE1_CONTEXTS[column].format(llm=llm)
+    if block == ANSWER_BLOCK:
+        return context
+    if block == REASK_BLOCK:
+        return reask_context(context)
+    raise ValueError(f"unknown Table 1 block '{block}' (expected '{ANSWER_BLOCK}' or '{REASK_BLOCK}')")
 TRANSFER_INDEX = "gold_from"
 OVERLAP_INDEX = "set"
 
@@ -73,22 +88,26 @@ def set_sizes(gold_frame: pl.DataFrame, qids: pl.Series) -> float:
     return n / qids.len()
 
 
-def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Table 1 in tidy form: correct answers (%) per dataset, LLM and passage list.
+def table1(
+    answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame], blocks: Sequence[str] = (ANSWER_BLOCK,)
+) -> pl.DataFrame:
+    """Table 1 in tidy form: correct answers (%) per block, dataset, LLM and passage list.
 
-    Returns columns dataset, llm, column (one of ``TABLE1_COLUMNS``: None, C, U, Human, G(C), G(U)),
-    correct (percent), avg_size and n_queries, in the order datasets and LLMs appear in
-    ``answers``. ``avg_size`` is the average number of human passages (Human) or of the LLM's gold
-    passages (G(C), G(U)) per query, over *all* queries of the dataset, empty gold sets counting 0
-    (the paper's code does the same); null for the other columns.
+    Returns columns block (``answer``, or ``reask``: the same passage lists re-asked), dataset, llm,
+    column (one of ``TABLE1_COLUMNS``: None, C, U, Human, G(C), G(U)), correct (percent), avg_size
+    and n_queries, block by block in the order datasets and LLMs appear in ``answers``.
+    ``avg_size`` is the average number of human passages (Human) or of the LLM's gold passages
+    (G(C), G(U)) per query, over *all* queries of the dataset, empty gold sets counting 0 (the
+    paper's code does the same); null for the other columns. A re-ask reverses the order of the
+    passages, not the sets, so both blocks have the same sizes.
     """
     rows: list[dict] = []
-    for dataset, llm in answers:
+    for block, (dataset, llm) in ((b, key) for b in blocks for key in answers):
         q = queries[dataset]
         qids = q["qid"]
         human_size = float(q["human_pids"].list.unique().list.len().mean()) if q.height else float("nan")
-        for column, pattern in TABLE1_CONTEXTS.items():
-            context = pattern.format(llm=llm)
+        for column in TABLE1_CONTEXTS:
+            context = table1_context(column, llm, block)
             frame = _context(answers, dataset, llm, context)
             if column == HUMAN:
                 size: float | None = human_size
@@ -101,6 +120,7 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
                 size = None
             rows.append(
                 {
+                    "block": block,
                     "dataset": dataset,
                     "llm": llm,
                     "column": column,
@@ -110,6 +130,7 @@ def table1(answers: Answers, gold: Gold, queries: Mapping[str, pl.DataFrame]) ->
                 }
             )
     schema = {
+        "block": pl.String,
         "dataset": pl.String,
         "llm": pl.String,
         "column": pl.String,
@@ -245,20 +266,22 @@ def empty_answers(answers: Answers) -> pl.DataFrame:
 
 
 def table1_intervals(
-    answers: Answers, n_resamples: int, seed: int, confidence: float = 0.95
+    answers: Answers, n_resamples: int, seed: int, confidence: float = 0.95, blocks: Sequence[str] = (ANSWER_BLOCK,)
 ) -> pl.DataFrame:
     """Bootstrap interval of every Table 1 cell (percent correct, queries resampled, ``report.bootstrap``).
 
-    Returns columns dataset, llm, column, lo, hi (percent), one row per cell of ``table1``; a cell's
-    interval is over the same queries as its value. Join it on (dataset, llm, column).
+    Returns columns block, dataset, llm, column, lo, hi (percent), one row per cell of ``table1``; a
+    cell's interval is over the same queries as its value. Join it on (block, dataset, llm, column).
     """
     from .bootstrap import mean_interval
 
     rows = []
-    for dataset, llm in answers:
-        for column, pattern in TABLE1_CONTEXTS.items():
-            frame = _context(answers, dataset, llm, pattern.format(llm=llm))
+    for block, (dataset, llm) in ((b, key) for b in blocks for key in answers):
+        for column in TABLE1_CONTEXTS:
+            frame = _context(answers, dataset, llm, table1_context(column, llm, block))
             e = mean_interval(100.0 * frame["correct"].cast(pl.Float64).to_numpy(), n_resamples, seed, confidence)
-            rows.append((dataset, llm, column, e.lo, e.hi))
-    schema = {"dataset": pl.String, "llm": pl.String, "column": pl.String, "lo": pl.Float64, "hi": pl.Float64}
+            rows.append((block, dataset, llm, column, e.lo, e.hi))
+    schema = {
+        "block": pl.String, "dataset": pl.String, "llm": pl.String, "column": pl.String, "lo": pl.Float64, "hi": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row").fill_nan(None)

@@ -15,7 +15,7 @@ from itertools import repeat
 import pandas as pd
 import polars as pl
 
-from .analysis import TABLE1_COLUMNS, matrices_long
+from .analysis import ANSWER_BLOCK, TABLE1_COLUMNS, matrices_long
 from ..io import atomic_path, write_text
 
 # The paper's column headers, for the LaTeX rendering.
@@ -43,7 +43,8 @@ def write_csv(df: pl.DataFrame, path: str | os.PathLike) -> None:
 
 
 def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFrame]:
-    """Table 1's wide layout: one frame of formatted cells per dataset, rows = LLM.
+    """Table 1's wide layout: one frame of formatted cells per dataset, rows = LLM; the re-ask
+    block's (``block`` column ``reask``) follow, one per dataset, named ``"<dataset>, re-ask"``.
 
     A cell reads ``"70.46 (3.0)"`` (percent correct, then the average set size where there is one),
     followed by its interval in small type when ``df`` has ``lo``/``hi`` columns. The
@@ -51,12 +52,15 @@ def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFram
     for ``markup="md"``, ``\\textbf{..}`` for ``"tex"``, nothing for ``"plain"``.
     """
     bold = {"md": "**{}**", "tex": r"\textbf{{{}}}", "plain": "{}"}[markup]
+    if "block" not in df.columns:
+        df = df.with_columns(block=pl.lit(ANSWER_BLOCK))
     shown = df.with_columns(
         value=pl.col("correct").round(2),
-        best=pl.col("correct").round(2) == pl.col("correct").round(2).max().over("dataset", "llm"),
+        best=pl.col("correct").round(2) == pl.col("correct").round(2).max().over("block", "dataset", "llm"),
     )
     blocks: dict[str, pd.DataFrame] = {}
-    for (dataset,), part in shown.group_by("dataset", maintain_order=True):
+    for (block, dataset), part in shown.group_by("block", "dataset", maintain_order=True):
+        name = dataset if block == ANSWER_BLOCK else f"{dataset}, re-ask"
         cells: dict[str, dict[str, str]] = {}
         bounds = part.select("lo", "hi").iter_rows() if "lo" in part.columns else repeat((None, None))
         for (llm, column, value, size, best), (lo, hi) in zip(part.select("llm", "column", "value", "avg_size", "best").iter_rows(), bounds):
@@ -64,13 +68,14 @@ def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFram
             if size is not None:
                 text += f" ({size:.1f})"
             cells.setdefault(llm, {})[column] = text + interval_text(lo, hi, markup)
-        block = pd.DataFrame.from_dict(cells, orient="index")
-        blocks[dataset] = block.reindex(columns=[c for c in TABLE1_COLUMNS if c in block.columns]).fillna("-")
+        wide = pd.DataFrame.from_dict(cells, orient="index")
+        blocks[name] = wide.reindex(columns=[c for c in TABLE1_COLUMNS if c in wide.columns]).fillna("-")
     return blocks
 
 
 def table1_markdown(df: pl.DataFrame) -> str:
-    """Table 1 as Markdown: a heading and a table per dataset, best per LLM in bold."""
+    """Table 1 as Markdown: a heading and a table per dataset (then per dataset re-asked), best per
+    LLM in bold."""
     parts = []
     for dataset, block in table1_blocks(df, "md").items():
         # disable_numparse keeps "30.00" from being reprinted as "30".

@@ -10,7 +10,14 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..method.answers import CANDIDATE_CONTEXTS, gold_context, reranked_context, selected_context
+from ..method.answers import (
+    CANDIDATE_CONTEXTS,
+    REASK_BASE_CONTEXTS,
+    gold_context,
+    reask_context,
+    reranked_context,
+    selected_context,
+)
 from ..method.judgments import selection_method
 from ..report.analysis import TABLE1_CONTEXTS
 from ..report.findings.framework import PAPER_DATASETS, REASK_PREFIX
@@ -146,6 +153,32 @@ class Plan:
     def table1_contexts(self, llm: str) -> list[str]:
         """Table 1's columns as the answer contexts of ``llm`` (its own gold sets)."""
         return [context.format(llm=llm) for context in TABLE1_CONTEXTS.values()]
+
+    # --- the re-ask (method.answers' reask_* contexts) -----------------------------------------------
+
+    @functools.cached_property
+    def reask(self) -> bool:
+        """Whether the re-ask stage runs (``reask.enabled``)."""
+        return bool(self.config["reask"]["enabled"])
+
+    def reask_gold_sources(self) -> dict[str, tuple[str, str]]:
+        """The re-asked gold sets, context -> (the LLM whose gold set it is, its candidates C or U)."""
+        return {
+            reask_context(gold_context(candidates, source)): (source, candidates)
+            for candidates in ("C", "U")
+            for source in self.llms
+        }
+
+    def reask_contexts(self) -> list[str]:
+        """What an ``answer_reask`` job answers: the re-ask of none, human, topk, union and of every
+        LLM's gold sets among C and U (nothing when the re-ask is off)."""
+        if not self.reask:
+            return []
+        return [reask_context(c) for c in REASK_BASE_CONTEXTS] + list(self.reask_gold_sources())
+
+    def table1_reask_contexts(self, llm: str) -> list[str]:
+        """Table 1's re-ask block: the re-ask of each of its columns (none when the re-ask is off)."""
+        return [reask_context(c) for c in self.table1_contexts(llm)] if self.reask else []
 
     def empty_answers_contexts(self, llm: str) -> list[str]:
         """Every context answered before any judgment: the candidates' and the LLM's own gold sets."""
@@ -319,4 +352,6 @@ class Plan:
         jobs += [("judge_thinking", wc) for wc in thinking]
         if self.judgments["rag_methods"] or self.rankings["rag_methods"]:
             jobs += [("answer_judgments", wc) for wc in pairs]
+        if self.reask:
+            jobs += [("answer_reask", wc) for wc in pairs]
         return jobs
