@@ -37,7 +37,7 @@ demo: $(STAMP)
 test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest
 
-# The fast tier alone (no model, no DAG run; under a minute): what to run while editing.
+# The fast tier alone (no model, no Snakemake; under a minute): what to run while editing.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 

@@ -18,6 +18,9 @@ import pytest
 import torch
 
 from split_devices import TwoDevices, label, place_on
+
+# A tiny model built and split per test module (about 40 s on 2 cores): the slow tier.
+pytestmark = pytest.mark.slow
 from standin import write_tiny_model
 
 from llm_utility.generation import AttentionRequest, load_generator

@@ -264,6 +264,7 @@ def test_file_specs_and_missing_message():
 # --- the demo and bring-your-own sources through the same jobs ------------------------------------
 
 
+@pytest.mark.slow
 def test_local_and_worldfacts_jobs_read_their_declared_inputs(tmp_path):
     tsv = tmp_path / "mine.tsv"
     tsv.write_text("id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tLima is in Peru.\tLima\n")

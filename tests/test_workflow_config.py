@@ -9,11 +9,13 @@ import pytest
 from workflow_runner import snakemake_cmd
 
 
+@pytest.mark.slow
 def test_lint_clean(repo):
     out = subprocess.run(snakemake_cmd("--lint"), cwd=repo, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "Congratulations" in out.stdout + out.stderr, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -31,6 +33,7 @@ def test_bad_config_names_the_key(repo, tmp_path, old, new, message):
     assert message in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
     bad = tmp_path / "bad.yaml"
     text = (repo / "config" / "config.yaml").read_text()
@@ -43,6 +46,7 @@ def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
     assert "pointwise_pa" in text and "listwise_pa_reject" in text
 
 
+@pytest.mark.slow
 def test_snakefmt_clean(repo):
     snakefmt = str(Path(snakemake_cmd()[0]).with_name("snakefmt"))
     out = subprocess.run([snakefmt, "--check", "Snakefile", "rules"], cwd=repo, capture_output=True, text=True, timeout=120)

@@ -10,6 +10,9 @@ import yaml
 
 from workflow_runner import snakemake_cmd
 
+# Each test starts Snakemake (10-45 s on 2 cores): the slow tier.
+pytestmark = pytest.mark.slow
+
 
 def _dry_run(cwd, *args):
     out = subprocess.run(snakemake_cmd("-n", "--cores", "4", *args), cwd=cwd, capture_output=True, text=True, timeout=300)

@@ -211,6 +211,7 @@ print(" ".join(hashlib.sha256(df.write_ndjson().encode()).hexdigest() for df in 
 """
 
 
+@pytest.mark.slow
 def test_byte_identical_across_processes_and_hash_seeds(corpus):
     """Same seed, same bytes, whatever PYTHONHASHSEED (no dependence on set or dict order)."""
     procs = [
