@@ -27,6 +27,7 @@ include: "rules/retrieval.smk"
 include: "rules/generation.smk"
 include: "rules/gold.smk"
 include: "rules/judgments.smk"
+include: "rules/runs.smk"
 include: "rules/report.smk"
 include: "rules/findings.smk"
 

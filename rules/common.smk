@@ -46,7 +46,15 @@ canonicalize_config(config)
 
 # --- config access and the plan -------------------------------------------------------------------
 check_config(config)
-PLAN = Plan(config)
+# TREC runs a user dropped in resources/runs/<dataset>/<name>.trec are scored beside runs.files.
+DROPPED_RUNS = {
+    d: {
+        path.stem: str(path)
+        for path in sorted(Path("resources/runs", d).glob("*.trec"))
+    }
+    for d in config["datasets"]
+}
+PLAN = Plan(config, dropped_runs=DROPPED_RUNS)
 DATASETS, LLMS = PLAN.datasets, PLAN.llms
 JUDGE = config["judgments"]
 RANK = config["rankings"]
@@ -87,6 +95,7 @@ wildcard_constraints:
     llm=alternatives(LLMS),
     corpus=alternatives(PLAN.corpora),
     retriever=alternatives(PLAN.retrievers),
+    run=alternatives(sorted({r for d in DATASETS for r in PLAN.runs_of(d)})),
     candidates="C|U",
     shard=r"\d+",
 
@@ -164,7 +173,12 @@ RETRIEVER_MANIFEST = "resources/retrievers/{retriever}/manifest.json"
 RETRIEVER_WEIGHTS = "{models_dir}/retrievers/{retriever}"
 EMBEDDINGS = "results/corpora/{corpus}/{retriever}/embeddings/{shard}.npy"
 INDEX = "results/corpora/{corpus}/{retriever}/index.faiss"
+BM25_INDEX = "results/corpora/{corpus}/{retriever}/bm25"
 RUN = "results/{dataset}/{retriever}/run.parquet"
+# Every run scored on a dataset (rules/runs.smk): its top-k with texts.
+RUN_TOPK = "results/{dataset}/runs/{run}/topk.parquet"
+# Per (dataset, run, LLM answering, judge, query): the judge's metrics and the answer's correctness.
+RUN_PAIRS = "results/runs/qrels_agreement_pairs.parquet"
 # The model stages (rules/generation.smk, gold.smk, judgments.smk).
 MANIFEST = "resources/models/{llm}/manifest.json"
 LLM_WEIGHTS = "{models_dir}/llms/{llm}"
@@ -194,12 +208,14 @@ TABLE_NAMES = {
     "table7": "table7_rag_reranked",
     "table8": "table8_known_rejection",
     "external_runs": "external_runs",
+    "qrels_agreement": "qrels_agreement",
 }
 FIGURE_NAMES = {
     "figure_topk": "fig1_left_topk",
     "figure_overlap": "fig3_overlap",
     "figure_perplexity": "fig4_perplexity",
     "figure_selection_transfer": "fig9_selection_transfer",
+    "external_runs": "external_runs",
 }
 
 
@@ -298,7 +314,11 @@ def known_inputs(datasets=DATASETS):
 
 def final_targets():
     """Every table and figure, the qrels, the findings, the cost table and the config."""
-    tables = [fill(TABLE, name=name, ext="md") for name in TABLE_NAMES.values()]
+    tables = [
+        fill(TABLE, name=name, ext="md")
+        for rule, name in TABLE_NAMES.items()
+        if rule != "qrels_agreement" or PLAN.run_rag
+    ]
     figures = [
         fill(FIGURE, name=name, ext="png")
         for name in [
@@ -307,6 +327,7 @@ def final_targets():
             FIGURE_NAMES["figure_overlap"],
             FIGURE_NAMES["figure_perplexity"],
             FIGURE_NAMES["figure_selection_transfer"],
+            FIGURE_NAMES["external_runs"],
         ]
     ]
     qrels = expand(QRELS, dataset=DATASETS, llm=LLMS, candidates=["C", "U"])

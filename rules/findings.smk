@@ -26,6 +26,8 @@ FINDINGS_INPUTS = {
     **keyed_per_llm(
         "rankings", RANKINGS, DATASETS, lambda d, llm: PLAN.findings_rankings()
     ),
+    # The qrels at work (rules/runs.smk): only where runs are answered with.
+    **({"run_pairs": RUN_PAIRS} if PLAN.run_rag else {}),
 }
 transfer_unknown_inputs = lambda wc: {
     **answers_inputs(
@@ -55,6 +57,7 @@ MODEL_RULE_OUTPUT = {
         ANSWERS,
         context=(PLAN.selected_contexts() + PLAN.reranked_contexts() + ["none"])[0],
     ),
+    "answer_run": fill(ANSWERS, context="run_{run}"),
 }
 filled = lambda pattern, wildcards: (
     expand(str(pattern), **wildcards)[0] if pattern else None

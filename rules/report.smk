@@ -23,12 +23,6 @@ TABLE5_INPUTS = {
         (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, candidates="C")),
     )
 }
-# TREC runs a user dropped in resources/runs/<dataset>/<name>.trec, keyed (dataset, name).
-EXTERNAL_RUNS = {
-    input_key("runs", d, path.stem): str(path)
-    for d in DATASETS
-    for path in sorted(Path("resources/runs", d).glob("*.trec"))
-}
 
 
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
@@ -305,24 +299,3 @@ rule figure_perplexity:
         style=config["figures"],
     script:
         "../workflow/scripts/figure_perplexity.py"
-
-
-# Any retriever's TREC run (resources/runs/<dataset>/<name>.trec), scored by every LLM's gold set.
-rule external_runs:
-    input:
-        **EXTERNAL_RUNS,
-        **keyed_per_llm("qrels", fill(QRELS, candidates="U"), DATASETS),
-        **queries_inputs(DATASETS),
-    output:
-        **table_outputs("external_runs", formats=("csv", "md")),
-    log:
-        "logs/external_runs.log",
-    localrule: True
-    conda:
-        BASE_ENV
-    resources:
-        **LIGHT,
-    params:
-        k=RANK["k"],
-    script:
-        "../workflow/scripts/external_runs.py"

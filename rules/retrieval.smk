@@ -1,5 +1,7 @@
 # Stages 2-3, index and retrieve: corpus embeddings in memory-mapped shards (one job each, GPU-tagged
-# at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset.
+# at scale), a FAISS inner-product index per (corpus, retriever), and the top-k run per dataset; for
+# a BM25 retriever (backend: bm25) a bm25s index per (corpus, retriever) instead. Dense and BM25
+# rules write the same run table, each for its own retrievers (rule-level wildcard constraints).
 
 # conda-forge's faiss-gpu (envs/index-gpu.yaml, envs/encode-flagembedding.yaml) needs the __cuda
 # virtual package, which conda reads from the GPU driver. Where Snakemake creates environments on a
@@ -16,9 +18,12 @@ embedding_shards = lambda wc: expand(
     retriever=wc.retriever,
     shard=range(retriever_cfg(wc)["shards"]),
 )
-index_of_dataset = lambda wc: fill(
-    INDEX, corpus=corpus_of(wc), retriever=retriever_of(wc)
+# The index of the corpus of the dataset being retrieved for, by the retriever being run.
+index_of_run = lambda pattern: lambda wc: fill(
+    pattern, corpus=corpus_of(wc), retriever=wc.retriever
 )
+DENSE = alternatives(PLAN.dense_retrievers)
+LEXICAL = alternatives(PLAN.bm25_retrievers)
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -33,13 +38,15 @@ rule materialize_retriever:
         "logs/materialize_retriever/{retriever}.log",
     benchmark:
         "benchmarks/out/materialize_retriever/{retriever}.tsv"
+    wildcard_constraints:
+        retriever=DENSE,
     localrule: True
     conda:
         encoder_conda_env
     resources:
         **RESOURCES["download"],
     params:
-        spec=retriever_cfg,
+        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
         weights_dir=lambda wc: weights_dir(RETRIEVER_WEIGHTS, retriever=wc.retriever),
     script:
         "../workflow/scripts/materialize_retriever.py"
@@ -55,6 +62,8 @@ rule encode_corpus_shard:
         "logs/encode_corpus_shard/{corpus}/{retriever}/{shard}.log",
     benchmark:
         "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{shard}.tsv"
+    wildcard_constraints:
+        retriever=DENSE,
     conda:
         encoder_conda_env
     threads: 4
@@ -62,7 +71,7 @@ rule encode_corpus_shard:
         **RESOURCES["encode"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=retriever_cfg,
+        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
         n_shards=lambda wc: retriever_cfg(wc)["shards"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
@@ -77,6 +86,8 @@ rule build_index:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
+    wildcard_constraints:
+        retriever=DENSE,
     # FAISS's GPU build where the retriever has GPUs (the job then insists on them), else the CPU one.
     conda:
         lambda wc: (
@@ -99,12 +110,14 @@ rule retrieve:
     input:
         queries=QUERIES,
         passages=passages_of_dataset,
-        index=index_of_dataset,
+        index=index_of_run(INDEX),
         manifest=lambda wc: fill(RETRIEVER_MANIFEST, retriever=wc.retriever),
     output:
         run=RUN,
     log:
         "logs/retrieve/{dataset}/{retriever}.log",
+    wildcard_constraints:
+        retriever=DENSE,
     priority: PRIORITY["retrieve"]
     conda:
         encoder_conda_env
@@ -113,16 +126,67 @@ rule retrieve:
         **RESOURCES["retrieve"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=retriever_cfg,
-        top_k=config["top_k"],
+        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
+        # The dataset's own retriever to the top-k (the candidates C); another to runs.depth.
+        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
     script:
         "../workflow/scripts/retrieve.py"
 
 
+# BM25 (bm25s) over the corpus: a folder of sparse score matrices, loaded memory-mapped to search.
+rule bm25_index:
+    input:
+        passages=PASSAGES,
+    output:
+        index=directory(BM25_INDEX),
+    log:
+        "logs/bm25_index/{corpus}/{retriever}.log",
+    benchmark:
+        "benchmarks/out/bm25_index/{corpus}/{retriever}.tsv"
+    wildcard_constraints:
+        retriever=LEXICAL,
+    conda:
+        BASE_ENV
+    resources:
+        **RESOURCES["bm25"],
+    params:
+        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+    script:
+        "../workflow/scripts/bm25_index.py"
+
+
+rule retrieve_bm25:
+    input:
+        queries=QUERIES,
+        passages=passages_of_dataset,
+        index=index_of_run(BM25_INDEX),
+    output:
+        run=RUN,
+    log:
+        "logs/retrieve_bm25/{dataset}/{retriever}.log",
+    wildcard_constraints:
+        retriever=LEXICAL,
+    priority: PRIORITY["retrieve"]
+    conda:
+        BASE_ENV
+    resources:
+        **RESOURCES["retrieve"],
+    params:
+        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
+    script:
+        "../workflow/scripts/retrieve_bm25.py"
+
+
+# A row per (dataset, run): the configured retriever's (the candidates C) and every other run's.
 rule retrieval_table:
     input:
         **queries_inputs(DATASETS),
-        **{input_key("candidates", d): fill(CANDIDATES, dataset=d) for d in DATASETS},
+        **{
+            input_key("runs", d, run): fill(RUN_TOPK, dataset=d, run=run)
+            for d in DATASETS
+            for run in PLAN.runs_of(d)
+        },
     output:
         **table_outputs("retrieval_table", formats=("csv", "md")),
     log:
@@ -133,5 +197,6 @@ rule retrieval_table:
         **LIGHT,
     params:
         top_k=config["top_k"],
+        pool_runs={d: PLAN.pool_retriever(d) for d in DATASETS},
     script:
         "../workflow/scripts/retrieval_table.py"

@@ -107,3 +107,10 @@ def test_gpu_memory_table():
     assert by_model["Qwen3-32B"]["gpu"] == 2 and by_model["Qwen3-32B"]["parameters_B"] == pytest.approx(32.8, abs=0.1)
     # 8,192 tokens of Qwen3-32B's KV cache: 2 x 64 layers x 8 heads x 128 x 2 bytes per token.
     assert by_model["Qwen3-32B"]["kv_GiB_per_sequence"] == pytest.approx(2 * 64 * 8 * 128 * 2 * 8192 / 2**30)
+
+
+def test_bm25_index_scale():
+    out = _run("bm25_index_scale.py", "--passages", "2000")
+    row = next(line for line in out.splitlines() if line.startswith("| 2,000 |"))
+    seconds, peak_mb, per_passage = (float(x) for x in row.strip("|").split("|")[1:])
+    assert seconds > 0 and peak_mb > 50 and per_passage == pytest.approx(1024 * peak_mb / 2000, rel=0.01)

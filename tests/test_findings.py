@@ -387,7 +387,7 @@ def test_the_new_rag_findings_hold_where_their_effect_is_there():
 
 def test_missing_inputs_are_not_run_with_a_reason():
     entries = F.all_findings(F.FindingInputs(llms=["a"]), RS)
-    assert len(entries) == 34 and {e["status"] for e in entries} == {"not run"}
+    assert len(entries) == 35 and {e["status"] for e in entries} == {"not run"}
     assert all(e["verdict"] == "not run" and e["reason"] for e in entries)
     assert by_id(entries)["own_gold_beats_others_U"]["reason"] == "needs at least two LLMs (config llms)"
     assert by_id(entries)["gold_lower_perplexity"]["reason"] == "the perplexity stage is not among the inputs"

@@ -281,11 +281,20 @@ def test_report_jobs(run, tmp_path):
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
     (runs_dir / "bm25.trec").write_text("q1 Q0 p1 1 3.0 bm25\nq1 Q0 zz 2 2.0 bm25\nq2 Q0 p2 1 1.0 bm25\n")
-    qrels = {(DATASET, llm): str(t / llm / "qrels_U.txt") for llm in LLMS}
-    pipeline.external_runs_job(runs={(DATASET, "bm25"): str(runs_dir / "bm25.trec")}, qrels=qrels, queries=queries, k=2, csv=str(tmp_path / "x.csv"), md=str(tmp_path / "x.md"))
+    qrels = {(DATASET, llm, pool): str(t / llm / f"qrels_{pool}.txt") for llm in LLMS for pool in "CU"}
+    runs = {(DATASET, "dense"): str(run["run"]), (DATASET, "bm25"): str(runs_dir / "bm25.trec")}
+    pipeline.external_runs_job(
+        runs=runs, qrels=qrels, queries=queries, pool_runs={DATASET: "dense"}, k=2, intervals=None, style=style,
+        csv=str(tmp_path / "x.csv"), md=str(tmp_path / "x.md"), png=str(tmp_path / "x.png"), pdf=str(tmp_path / "x.pdf"),
+    )
     ext = pl.read_csv(tmp_path / "x.csv")
     assert set(ext["judge"]) == {"std-a", "std-b", "Human"}
-    row = ext.filter(pl.col("judge") == "std-a")
+    assert ext.height == 2 * (1 + 2 * 2)  # two runs, each scored by the human passages and 2 LLMs x (C, U)
+    assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
+    # The configured retriever's top-k is the pool C: every passage of it is judged.
+    # (An LLM with no gold passage among C has no query to average over: no value.)
+    assert ext.filter((pl.col("run") == "dense") & (pl.col("pool") == "C"))["judged@2"].drop_nulls().to_list() == [100.0]
+    row = ext.filter((pl.col("run") == "bm25") & (pl.col("judge") == "std-a") & (pl.col("pool") == "U"))
     assert row["judged@2"].item() == pytest.approx(75.0)  # q1: 1 of 2 judged; q2: 1 of 1
     assert row["ndcg@2_condensed"].item() >= row["ndcg@2"].item()
 
@@ -307,8 +316,16 @@ def test_retrieval_jobs(run, tmp_path, monkeypatch):
     pipeline.retrieve_job(queries=run["queries"], passages=run["passages"], index=str(tmp_path / "index.faiss"), encoder_spec={"nprobe": None}, top_k=2, output=str(tmp_path / "run.parquet"))
     got = pl.read_parquet(tmp_path / "run.parquet")
     assert got.filter((pl.col("qid") == "q2") & (pl.col("rank") == 1))["pid"].item() == "p2"
-    pipeline.retrieval_table_job(queries={DATASET: str(run["queries"])}, candidates={DATASET: str(run["candidates"])}, top_k=3, csv=str(tmp_path / "r.csv"), md=str(tmp_path / "r.md"))
+    pipeline.run_topk_job(run=str(run["run"]), queries=str(run["queries"]), passages=str(run["passages"]), top_k=3, output=str(tmp_path / "topk.parquet"))
+    topk = pl.read_parquet(tmp_path / "topk.parquet")
+    assert topk.filter(pl.col("qid") == "q1")["pid"].to_list() == ["p3", "p1", "p4"]
+    assert topk.filter(pl.col("pid") == "p2")["text"].unique().to_list() == ["Santiago is the capital of Chile."]
+    pipeline.retrieval_table_job(
+        queries={DATASET: str(run["queries"])}, runs={(DATASET, "dense"): str(tmp_path / "topk.parquet")},
+        pool_runs={DATASET: "dense"}, top_k=3, csv=str(tmp_path / "r.csv"), md=str(tmp_path / "r.md"),
+    )
     table = pl.read_csv(tmp_path / "r.csv")
+    assert table["pool_run"].to_list() == [True]
     assert table["answer_recall@3"].item() == pytest.approx(100 * 2 / 3, abs=0.01)  # q1, q2, not q4; q3 is a claim
 
 

@@ -83,6 +83,8 @@ def test_model_jobs_of_the_demo(demo):
         expected += [(rule, wc) for wc in pairs]
     expected += [("answer_judgments", wc) for wc in pairs]
     expected += [("answer_reask", wc) for wc in pairs]
+    # The runs stage: every LLM answers with BM25's top-k (MiniLM's is the topk answer already).
+    expected += [("answer_run", {**wc, "run": "bm25"}) for wc in pairs]
     assert demo.model_jobs() == expected
 
 
@@ -92,7 +94,7 @@ def test_model_jobs_of_the_paper(paper):
     n = 6 * 4  # datasets x LLMs
     assert {r: rules.count(r) for r in set(rules)} == {
         "materialize_model": 4, "answer_candidates": n, "answer_gold_C": n, "answer_gold_U": n, "judge": n,
-        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n, "answer_reask": n,
+        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n, "answer_reask": n, "answer_run": n,
     }
     assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b"}) in jobs
 

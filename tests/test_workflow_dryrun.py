@@ -74,11 +74,17 @@ def test_paper_config_resolves_full_dag(paper_dag):
     assert counts["table6"] == 1
     assert counts["findings"] == counts["cost"] == counts["config_report"] == 1
     assert counts["transfer_unknown_both"] == 2  # C and U
+    # The runs stage: a BM25 index per corpus and a run per dataset, next to BGE-M3's; each run's
+    # top-k read once, answered with by every LLM (BGE-M3's is the topk answer: no job of its own).
+    assert counts["bm25_index"] == 2 and counts["retrieve_bm25"] == counts["retrieve"] == n_datasets
+    assert counts["run_topk"] == 2 * n_datasets
+    assert counts["answer_run"] == n_datasets * n_llms
+    assert counts["external_runs"] == counts["qrels_agreement"] == counts["retrieval_table"] == 1
 
 
 MODEL_RULES = (
     "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
-    "judge_thinking", "answer_judgments", "answer_reask",
+    "judge_thinking", "answer_judgments", "answer_reask", "answer_run",
 )
 
 
@@ -93,7 +99,7 @@ def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):
-    for rule in ("answer_candidates", "answer_gold_U", "judge", "judge_thinking", "answer_judgments"):
+    for rule in ("answer_candidates", "answer_gold_U", "judge", "judge_thinking", "answer_judgments", "answer_run"):
         jobs = re.findall(rf"rule {rule}:.*?resources: ([^\n]*)", paper_dag, re.S)
         assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
     # qwen3-32b is configured with two GPUs (tensor parallel)

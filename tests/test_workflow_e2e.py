@@ -44,6 +44,8 @@ TARGETS = [
     "results/figures/fig4_perplexity.png",
     "results/figures/fig9_selection_transfer.png",
     "results/tables/external_runs.md",
+    "results/figures/external_runs.png",
+    "results/tables/qrels_agreement.md",
     "results/wf-single/smollm2-135m/qrels_U.txt",
     "results/findings.json",
     "results/tables/findings.md",
@@ -61,12 +63,12 @@ REPORTED = [
     "results/findings.json",
     *(f"results/tables/{name}.md" for name in (
         "retrieval", "table1_rag", "empty_answers", "table6_datasets", "table2_selection", "table3_rag_selection", "table4_ranking", "table5_thinking",
-        "table7_rag_reranked", "table8_known_rejection", "external_runs", "transfer_unknown_both_U",
+        "table7_rag_reranked", "table8_known_rejection", "external_runs", "qrels_agreement", "transfer_unknown_both_U",
         "transfer_unknown_both_C", "cost",
     )),
     *(f"results/figures/{name}.png" for name in (
         "fig1_left_topk", "fig1_right_transfer", "fig2_transfer_U", "fig8_transfer_C", "fig3_overlap",
-        "fig4_perplexity", "fig9_selection_transfer",
+        "fig4_perplexity", "fig9_selection_transfer", "external_runs",
     )),
     "results/config.yaml",
 ]
@@ -212,7 +214,7 @@ def test_findings_transfer_control_and_cost(demo):
     workdir, cfg, _ = demo
     doc = json.loads((workdir / "results/findings.json").read_text())
     found = {e["id"]: e for e in doc["findings"]}
-    assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 34
+    assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 35
     assert {e["verdict"] for e in found.values()} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
     # Every finding says whether it can fail; the one that cannot is described, not tested.
     assert {e["construction"] for e in found.values()} == {"can_fail", "partly_built_in", "cannot_fail"}
@@ -247,6 +249,19 @@ def test_findings_transfer_control_and_cost(demo):
     answers = cost.filter(pl.col("rule") == "answer_candidates")
     assert answers["jobs"].sum() == len(cfg["datasets"]) * n_llms and (answers["wall_seconds"] > 0).all()
     assert set(cost.filter(pl.col("rule") == "judge")["method"]) >= {"pointwise", "listwise_pa", "listwise_pa_reject"}
+    # The qrels at work: MiniLM's and BM25's runs by every judge, every LLM answering with BM25's
+    # top-k (one job per dataset and LLM), and the finding with its construction label.
+    runs = pl.read_csv(workdir / "results/tables/external_runs.csv")
+    for dataset in cfg["datasets"]:
+        part = runs.filter(pl.col("dataset") == dataset)
+        assert set(part["run"]) == {"minilm", "bm25"} and set(part["judge"]) == {"Human", *cfg["llms"]}
+        assert (part.filter(pl.col("run") == "minilm")["pool_run"]).all()
+    assert cost.filter(pl.col("rule") == "answer_run")["jobs"].sum() == len(cfg["datasets"]) * n_llms
+    qrels = found["llm_qrels_predict_rag"]
+    assert qrels["construction"] == "partly_built_in" and qrels["status"] == "run"
+    assert {c["llm"] for c in qrels["cells"]} <= set(cfg["llms"])
+    agreement = pl.read_csv(workdir / "results/tables/qrels_agreement.csv")
+    assert set(agreement["queries"]) <= {"all", "unknown"} and (agreement["runs"] == 2).all()
     # Every model job left its log and benchmark (materialize_model runs here only for a model the
     # suite had not dequantized yet: the models folder is shared).
     ran = cost.filter(pl.col("rule") != "materialize_model")

@@ -64,6 +64,8 @@ SHARD_ARROW = pa.schema([("pid", pa.string()), ("title", pa.string()), ("text", 
 
 # --- retrieval -----------------------------------------------------------------------------------
 RUN_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}
+# A run's top-k with its passages' texts (results/{dataset}/runs/{run}/topk.parquet), rank order.
+RUN_TOPK_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "title": pl.String, "text": pl.String}
 
 # --- the method: candidates, answers, gold sets, judgments, rankings, perplexity ------------------
 CANDIDATES_SCHEMA = {

@@ -1,4 +1,5 @@
-"""Rule external_runs: every TREC run in resources/runs/<dataset>/ scored against each LLM's gold set and the human passages.
+"""Rule external_runs: every run of every dataset (retrievers' and TREC run files) scored against
+the human passages and each LLM's qrels (C and U): the table and its figure.
 
 By hand:  python workflow/scripts/external_runs.py
 """
@@ -19,8 +20,13 @@ external_runs_job(
     runs=keyed_inputs(snakemake.input, "runs"),
     qrels=keyed_inputs(snakemake.input, "qrels"),
     queries=keyed_inputs(snakemake.input, "queries"),
+    pool_runs=snakemake.params.pool_runs,
     k=snakemake.params.k,
+    intervals=snakemake.params.intervals,
+    style=snakemake.params.style,
     csv=snakemake.output.csv,
     md=snakemake.output.md,
+    png=snakemake.output.png,
+    pdf=snakemake.output.pdf,
     log=log,
 )

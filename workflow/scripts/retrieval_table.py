@@ -1,4 +1,4 @@
-"""Rule retrieval_table: answer recall@k and human-passage recall@k per dataset.
+"""Rule retrieval_table: answer recall@k and human-passage recall@k per dataset and run.
 
 By hand:  python workflow/scripts/retrieval_table.py
 """
@@ -17,7 +17,8 @@ from llm_utility.workflow import keyed_inputs  # noqa: E402
 
 retrieval_table_job(
     queries=keyed_inputs(snakemake.input, "queries"),
-    candidates=keyed_inputs(snakemake.input, "candidates"),
+    runs=keyed_inputs(snakemake.input, "runs"),
+    pool_runs=snakemake.params.pool_runs,
     top_k=snakemake.params.top_k,
     csv=snakemake.output.csv,
     md=snakemake.output.md,

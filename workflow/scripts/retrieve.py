@@ -1,4 +1,4 @@
-"""Rule retrieve: encode the queries and write the top-k run (qid, pid, rank, score).
+"""Rule retrieve: encode the queries and write the run (qid, pid, rank, score) to its depth.
 
 By hand:  python workflow/scripts/retrieve.py dataset=wf-single retriever=minilm
 """
@@ -28,7 +28,7 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         index=snakemake.input.index,
         # The retriever's manifest: the weights come from resources/, offline.
         encoder_spec=materialized_spec(snakemake.params.encoder, snakemake.input.manifest),
-        top_k=snakemake.params.top_k,
+        top_k=snakemake.params.depth,
         output=snakemake.output.run,
         log=log,
     )

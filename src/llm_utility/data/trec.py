@@ -67,3 +67,21 @@ def read_run(path: str | os.PathLike) -> dict[str, list[str]]:
     if not entries:
         raise DataFormatError(path, None, "no run lines")
     return {qid: [pid for _, _, pid in sorted(rows)] for qid, rows in entries.items()}
+
+
+def read_ranked(path: str | os.PathLike) -> dict[str, list[str]]:
+    """Ranked docids per query from a run: a TREC run file (``read_run``) or the workflow's run
+    table (``run.parquet``: qid, pid, rank, score; ordered by rank)."""
+    if str(path).endswith(".parquet"):
+        import polars as pl
+
+        table = pl.read_parquet(path, columns=["qid", "pid", "rank"]).sort(["qid", "rank"])
+        grouped = table.group_by("qid", maintain_order=True).agg(pl.col("pid"))
+        return {str(qid): [str(p) for p in pids] for qid, pids in grouped.iter_rows()}
+    return read_run(path)
+
+
+def format_run(ranked: Mapping[str, Sequence[str]], tag: str) -> str:
+    """A TREC run file's text from ranked docids per query (scores: descending from the list length)."""
+    lines = [f"{qid} Q0 {pid} {i + 1} {len(pids) - i} {tag}" for qid, pids in ranked.items() for i, pid in enumerate(pids)]
+    return "\n".join(lines) + ("\n" if lines else "")

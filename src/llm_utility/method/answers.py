@@ -16,6 +16,8 @@ Contexts (docs/method.md, "Answer contexts"), per query:
                               instruction ``reask`` of prompts.yaml, so that no evaluated call is the
                               call that selected its passages (a gold set of one passage was selected
                               by its ``single`` call, an empty one by the ``none`` call)
+    run_{run}                 the top-k of another run (a retriever other than the dataset's, or a
+                              TREC run file), in its rank order: RAG accuracy per run
 
 Passages keep retrieval order (then human order), except reranked contexts, which keep the ranking's
 order, and re-asks, which reverse their context's order; so equal passage lists always render as
@@ -44,6 +46,7 @@ CONTEXT_PATTERNS = {
     "gold": re.compile(rf"^gold_(?P<candidates>[CU])_from_(?P<source>{_SLUG})$"),
     "selected": re.compile(rf"^selected_(?P<method>[a-z0-9_]+?)_from_(?P<source>{_SLUG})$"),
     "reranked": re.compile(r"^reranked_(?P<method>[a-z0-9_]+)_top(?P<n>[0-9]+)$"),
+    "run": re.compile(rf"^run_(?P<run>{_SLUG})$"),
 }
 
 
@@ -78,6 +81,15 @@ def selected_context(method: str, source: str) -> str:
 
 def reranked_context(method: str, n: int) -> str:
     return f"reranked_{method}_top{n}"
+
+
+def run_context(run: str) -> str:
+    return f"run_{run}"
+
+
+def run_passages(table: pl.DataFrame) -> dict[str, Passage]:
+    """The passages of a run's top-k table (``RUN_TOPK_SCHEMA``), which need not be in U."""
+    return {pid: Passage(pid, title, text) for pid, title, text in table.select("pid", "title", "text").iter_rows()}
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,9 @@ def context_requests(
     """The (qid, passage ids) calls that make up ``context``, in query order.
 
     ``table`` is what a derived context is made from: a gold set (qid, pid) for ``gold_*``, a
-    judgment (qid, pid, selected) for ``selected_*``, a ranking (qid, pid, rank) for ``reranked_*``;
+    judgment (qid, pid, selected) for ``selected_*``, a ranking (qid, pid, rank) for ``reranked_*``,
+    a run's top-k (qid, pid, rank, ...) for ``run_*`` (every query; one the run ranks nothing for
+    gets no passage, which is the ``none`` call);
     a re-ask takes the table of the context it asks again, and gets its passages in reverse order.
     """
     if is_reask(context):
@@ -175,6 +189,9 @@ def context_requests(
             raise ValueError(f"context '{context}' needs its {kind} table as input")
         if kind == "gold":  # a query with an empty gold set has no row: every query is answered
             return _in_order(table, cands.U)
+        if kind == "run":
+            ranked = dict(table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid")).iter_rows())
+            return [(q, tuple(ranked.get(q, ()))) for q in cands.U]
         # A judgment or ranking covers the queries it has rows for (a demo may judge only some).
         judged = set(table["qid"].to_list())
         if kind == "selected":

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..io import read_table, write_parquet
-from ..method.answers import Candidates, answer_contexts, candidates_table, context_requests
+from ..method.answers import CONTEXT_PATTERNS, Candidates, answer_contexts, candidates_table, context_requests, run_passages
 from ..method.gold import gold_sets, known_flags
 from ..method.prompts import load_prompts
 from ..schemas import CANDIDATES_SCHEMA, QUERIES_SCHEMA, RUN_SCHEMA
@@ -55,11 +55,15 @@ def answer_job(
 
     q = read_table(queries, QUERIES_SCHEMA)
     cands = read_candidates(candidates)
-    requests = {
-        ctx: context_requests(ctx, cands, read_table(tables[ctx]) if ctx in tables else None) for ctx in outputs
-    }
+    derived = {ctx: read_table(tables[ctx]) for ctx in outputs if ctx in tables}
+    requests = {ctx: context_requests(ctx, cands, derived.get(ctx)) for ctx in outputs}
+    # Another run's top-k brings passages of its own, beyond the candidates U.
+    known_passages = dict(cands.passages)
+    for ctx, table in derived.items():
+        if CONTEXT_PATTERNS["run"].match(ctx):
+            known_passages = {**run_passages(table), **known_passages}
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
-        passages = truncate_passages(cands.passages, gen, spec["max_passage_tokens"])
+        passages = truncate_passages(known_passages, gen, spec["max_passage_tokens"])
         wordings = load_prompts(prompts)
 
         def generate(texts: list[str]) -> list[str]:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..io import write_text
+from ..io import read_table, write_text
 from .report import _read_keyed, _read_known, read_gold, read_queries
 
 _log = logging.getLogger("llm_utility")
@@ -24,6 +24,7 @@ def findings_job(
     judgments: Mapping[tuple[str, str, str], str],
     rankings: Mapping[tuple[str, str, str], str],
     llms: Sequence[str],
+    run_pairs: str | None = None,
     families: Mapping[str, str | None],
     k: int,
     resampling: Mapping[str, Any],
@@ -42,7 +43,8 @@ def findings_job(
     the findings that need it ``not run``. ``paper_datasets`` (``Plan.paper_datasets``) and
     ``claim_scope`` (``report.claim_scope``) decide which datasets each claim pools; left out, every
     dataset is in every claim's scope. ``figure9_method`` and ``rag_top`` name the answers of Tables
-    3, 7 and Figure 9."""
+    3, 7 and Figure 9. ``run_pairs`` is the runs stage's (query, run) metrics with the answers'
+    correctness (``qrels_agreement``), None where no run was answered with."""
     from ..report.findings import FindingInputs, Resampling, all_findings, findings_html, findings_markdown
 
     rs = Resampling.from_config(resampling)
@@ -61,6 +63,7 @@ def findings_job(
         claim_scope=dict(claim_scope or {}),
         figure9_method=figure9_method,
         rag_top=rag_top,
+        run_pairs=read_table(run_pairs) if run_pairs else None,
     )
     entries = all_findings(inputs, rs)
     document = {

@@ -311,51 +311,6 @@ def perplexity_figure_job(*, perplexity, answers, known, style: Mapping[str, Any
     write_csv(ppl, csv)
 
 
-def external_runs_job(*, runs, qrels, queries, k: int, csv: str, md: str, log=_log) -> None:
-    """Score every TREC run a user dropped in (``resources/runs/<dataset>/<name>.trec``) against
-    every LLM's gold set (its U qrels) and against the human passages, with NDCG@k and Recall@k.
-
-    Gold sets judge only the pool U, so each row also says what share of the run's top-k was judged,
-    and gives the condensed-list scores (unjudged passages dropped before cutting at k), as pooled
-    IR evaluations do. ``runs`` maps (dataset, name) to a run file, ``qrels`` (dataset, llm) to a
-    qrels file, ``queries`` a dataset to its queries.
-    """
-    from ..data.trec import read_qrels, read_run
-    from ..metrics import ranking_metrics
-    from ..report.tables import write_simple_table
-
-    q = read_queries(queries)
-    rows = []
-    for (dataset, name), path in runs.items():
-        run = read_run(path)
-        judges: dict[str, tuple[dict[str, list[str]] | None, dict[str, set[str]]]] = {
-            llm: read_qrels(qpath) for (d, llm), qpath in qrels.items() if d == dataset
-        }
-        human = {qid: set(h) for qid, h in q[dataset].select("qid", "human_pids").iter_rows()}
-        judges["Human"] = (None, human)
-        for judge, (judged, relevant) in judges.items():
-            qids = [qid for qid in relevant if qid in run] if judged is not None else [qid for qid in human if qid in run]
-            ranked = {qid: run[qid] for qid in qids}
-            full = ranking_metrics(ranked, {qid: relevant.get(qid, set()) for qid in qids}, k=k)
-            row = {"dataset": dataset, "run": name, "judge": judge, "queries": len(qids),
-                   f"ndcg@{k}": 100 * full["ndcg"], f"recall@{k}": 100 * full["recall"]}
-            if judged is not None:
-                pools = {qid: set(judged.get(qid, ())) for qid in qids}
-                shares = [sum(p in pools[qid] for p in ranked[qid][:k]) / max(1, min(k, len(ranked[qid]))) for qid in qids]
-                condensed = {qid: [p for p in ranked[qid] if p in pools[qid]] for qid in qids}
-                cond = ranking_metrics(condensed, {qid: relevant.get(qid, set()) for qid in qids}, k=k)
-                row |= {f"judged@{k}": 100 * sum(shares) / max(1, len(shares)),
-                        f"ndcg@{k}_condensed": 100 * cond["ndcg"], f"recall@{k}_condensed": 100 * cond["recall"]}
-            rows.append(row)
-        log.info("%s/%s: scored against %d judges", dataset, name, len(judges))
-    columns = ["dataset", "run", "judge", "queries", f"ndcg@{k}", f"recall@{k}", f"judged@{k}", f"ndcg@{k}_condensed", f"recall@{k}_condensed"]
-    table = pl.DataFrame(rows, schema_overrides={c: pl.Float64 for c in columns[4:]}) if rows else pl.DataFrame(schema={c: pl.String for c in columns[:3]} | {"queries": pl.Int64} | {c: pl.Float64 for c in columns[4:]})
-    for column in columns:
-        if column not in table.columns:
-            table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(column))
-    write_simple_table(table.select(columns), csv, md)
-
-
 def table6_job(
     *,
     datasets: Sequence[str],

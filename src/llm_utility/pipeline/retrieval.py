@@ -27,25 +27,36 @@ def retrieve_job(*, queries: str, passages: str, index: str, encoder_spec: Mappi
     log.info("retrieved top-%d for %d queries", top_k, q.height)
 
 
-def retrieval_table_job(*, queries: Mapping[str, str], candidates: Mapping[str, str], top_k: int, csv: str, md: str) -> None:
-    """Per dataset: number of queries, answer recall@k and human-passage recall@k (percent).
+def retrieval_table_job(
+    *, queries: Mapping[str, str], runs: Mapping[tuple[str, str], str], pool_runs: Mapping[str, str], top_k: int, csv: str, md: str
+) -> None:
+    """Per (dataset, run): number of queries, answer recall@k and human-passage recall@k (percent).
 
-    ``queries`` and ``candidates`` map each dataset to its queries and candidates tables."""
+    ``queries`` maps each dataset to its queries table, ``runs`` each (dataset, run) to the run's
+    top-k with texts (``run_topk``), ``pool_runs`` each dataset to its configured retriever (whose
+    top-k is the candidates C)."""
     import polars as pl
 
     from ..metrics import retrieval_quality
     from ..report.tables import write_simple_table
-    from .answers import read_candidates
+    from ..schemas import RUN_TOPK_SCHEMA
 
     rows = []
-    for name, qpath in queries.items():
-        q = read_table(qpath, QUERIES_SCHEMA)
-        cands = read_candidates(candidates[name])
-        texts = {pid: f"{p.title} {p.text}" for pid, p in cands.passages.items()}
-        per_query = retrieval_quality(q, cands.C, texts)
+    tables = {name: read_table(path, QUERIES_SCHEMA) for name, path in queries.items()}
+    for (name, run), path in runs.items():
+        q = tables[name]
+        top = read_table(path, RUN_TOPK_SCHEMA).sort(["qid", "rank"])
+        ranked = {qid: [] for qid in q["qid"].to_list()}
+        texts = {}
+        for qid, pid, title, text in top.select("qid", "pid", "title", "text").iter_rows():
+            ranked[qid].append(pid)
+            texts[pid] = f"{title} {text}"
+        per_query = retrieval_quality(q, ranked, texts)
         rows.append(
             {
                 "dataset": name,
+                "run": run,
+                "pool_run": pool_runs.get(name) == run,
                 "queries": q.height,
                 "k": top_k,
                 f"answer_recall@{top_k}": _percent(per_query["answer_recall"].mean()),
@@ -57,3 +68,56 @@ def retrieval_table_job(*, queries: Mapping[str, str], candidates: Mapping[str, 
 
 def _percent(x):
     return None if x is None else round(100 * x, 2)
+
+
+def bm25_index_job(*, passages: str, spec: Mapping, output: str, log=_log) -> None:
+    """Build a BM25 index (a folder) over every passage of the corpus."""
+    import time
+
+    from ..retrieval.lexical import build_bm25_index
+
+    started = time.perf_counter()
+    n = build_bm25_index(passages, output, spec)
+    log.info("BM25 index of %d passages in %.1f s", n, time.perf_counter() - started)
+
+
+def retrieve_bm25_job(*, queries: str, passages: str, index: str, spec: Mapping, depth: int, output: str, log=_log):
+    """Search the BM25 index with every query and write the run (qid, pid, rank, score)."""
+    import polars as pl
+
+    from ..retrieval.index import run_frame
+    from ..retrieval.lexical import bm25_search
+
+    q = read_table(queries, QUERIES_SCHEMA)
+    scores, rows = bm25_search(index, q["question"].to_list(), depth, spec)
+    pids = pl.read_parquet(passages, columns=["pid"])["pid"].to_numpy()
+    run = run_frame(q["qid"].to_list(), pids, scores, rows)
+    write_parquet(run, output)
+    empty = q.height - run["qid"].n_unique()
+    log.info("BM25: top-%d for %d queries (%d with no query term in the corpus)", depth, q.height, empty)
+
+
+def run_topk_job(*, run: str, queries: str, passages: str, top_k: int, output: str, log=_log) -> None:
+    """A run's top-k with the passages' texts (qid, pid, rank, title, text), read once from the
+    corpus: what an LLM answers with, and what the retrieval table scores. ``run`` is a run table
+    or a TREC run file; a passage it names that the corpus lacks stops the job, naming the file."""
+    import polars as pl
+
+    from ..data.trec import read_ranked
+    from ..schemas import RUN_TOPK_SCHEMA
+
+    ranked = read_ranked(run)
+    qids = read_table(queries, QUERIES_SCHEMA)["qid"].to_list()
+    unknown = sorted(set(ranked) - set(qids))
+    if unknown:
+        log.warning("%s: %d queries not in the dataset ignored, e.g. %s", run, len(unknown), unknown[:3])
+    rows = [(qid, pid, rank) for qid in qids for rank, pid in enumerate(ranked.get(qid, [])[:top_k], start=1)]
+    frame = pl.DataFrame(rows, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32}, orient="row")
+    needed = frame["pid"].unique().to_list()
+    texts = pl.scan_parquet(passages).filter(pl.col("pid").is_in(needed)).select("pid", "title", "text").collect()
+    missing = sorted(set(needed) - set(texts["pid"].to_list()))
+    if missing:
+        raise KeyError(f"{run}: {len(missing)} passage id(s) not in the corpus {passages}, e.g. {missing[:3]}")
+    table = frame.join(texts, on="pid", how="left", maintain_order="left").select(list(RUN_TOPK_SCHEMA))
+    write_parquet(table, output)
+    log.info("%s: top-%d of %d queries (%d ranked nothing)", run, top_k, len(qids), len(qids) - table["qid"].n_unique())

@@ -281,3 +281,42 @@ def plot_perplexity(
         if title:
             fig.suptitle(title, fontsize=s["font_size"] + 2)
         save_figure(fig, png, pdf, s["dpi"])
+
+
+def plot_runs(table: pl.DataFrame, k: int, png: str | os.PathLike, pdf: str | os.PathLike, style: Mapping[str, Any]) -> None:
+    """The runs by judge: per dataset panel, NDCG@k (%) of every run under every judge (the human
+    passages, each LLM's qrels over C and U), with its bootstrap interval over queries; which run
+    is best can differ between judges. ``table`` is ``runs.run_table``'s frame."""
+    s = resolve_style(style)
+    column = f"ndcg@{k}"
+    datasets = table["dataset"].unique(maintain_order=True).to_list()
+    runs = table["run"].unique(maintain_order=True).to_list()
+    colors = [colormaps["tab10"](i % 10) for i in range(len(runs))]
+    with matplotlib.rc_context({"font.size": s["font_size"]}):
+        fig, axes = _grid(len(datasets), s, f"Runs scored by each judge: NDCG@{k} (%)")
+        for ax, dataset in zip(axes, datasets):
+            part = table.filter(pl.col("dataset") == dataset)
+            judges = part.select("judge", "pool").unique(maintain_order=True).rows()
+            labels = ["Human" if pool == "human" else f"{_label(s, judge)} ({pool})" for judge, pool in judges]
+            x = np.arange(len(judges))
+            width = 0.8 / max(1, len(runs))
+            for i, run in enumerate(runs):
+                values, lo, hi = [], [], []
+                for judge, pool in judges:
+                    row = part.filter((pl.col("run") == run) & (pl.col("judge") == judge) & (pl.col("pool") == pool))
+                    v = row[column][0] if row.height and row[column][0] is not None else np.nan
+                    has_ci = row.height and f"{column}_lo" in row.columns and row[f"{column}_lo"][0] is not None
+                    values.append(v)
+                    lo.append(v - row[f"{column}_lo"][0] if has_ci else 0.0)
+                    hi.append(row[f"{column}_hi"][0] - v if has_ci else 0.0)
+                pooled = part.filter(pl.col("run") == run)["pool_run"].any()
+                ax.bar(x + (i - (len(runs) - 1) / 2) * width, values, width, yerr=[lo, hi], capsize=2,
+                       color=colors[i], label=f"{run} (pool C)" if pooled else run, error_kw={"elinewidth": 0.8})
+            ax.set_xticks(x, labels, rotation=25, ha="right", rotation_mode="anchor")
+            ax.set_ylabel(f"NDCG@{k} (%)")
+            ax.set_ylim(0, 105)
+            ax.set_title(_label(s, dataset))
+            ax.spines[["top", "right"]].set_visible(False)
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside lower center", ncols=min(4, len(runs)), frameon=False)
+        save_figure(fig, png, pdf, s["dpi"])

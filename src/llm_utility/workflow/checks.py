@@ -45,6 +45,16 @@ def check_config(config: Mapping[str, Any]) -> None:
     for name in judgments.get("thinking_datasets") or []:
         if name not in datasets:
             raise ValueError(f"config: judgments.thinking_datasets: '{name}' is not in datasets ({list(datasets)})")
+    runs = config.get("runs", {})
+    for name in runs.get("retrievers") or []:
+        if name not in retrievers:
+            raise ValueError(f"config: runs.retrievers: '{name}' is not in retrievers ({list(retrievers)})")
+    for dataset, files in (runs.get("files") or {}).items():
+        if dataset not in datasets:
+            raise ValueError(f"config: runs.files.{dataset}: '{dataset}' is not in datasets ({list(datasets)})")
+        for run in files:
+            if run in retrievers:
+                raise ValueError(f"config: runs.files.{dataset}.{run}: '{run}' names a retriever; give the run file another name")
     report = config.get("report", {})
     figure1 = report.get("figure1_dataset")
     if figure1 is not None and figure1 not in datasets:

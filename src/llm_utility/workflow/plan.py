@@ -16,14 +16,18 @@ from ..method.answers import (
     gold_context,
     reask_context,
     reranked_context,
+    run_context,
     selected_context,
 )
 from ..method.judgments import selection_method
 from ..report.analysis import TABLE1_CONTEXTS
 from ..report.findings.framework import PAPER_DATASETS, REASK_PREFIX
+from ..retrieval.lexical import BACKEND as BM25
+from ..retrieval.lexical import spec_keys
 from .checks import BENCHMARK_SOURCES
 from .operational import OPERATIONAL_KEYS
 
+BM25_KEYS = spec_keys()
 # Table 8 compares these two selection methods when both are judged.
 KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
 # Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
@@ -70,8 +74,11 @@ class Plan:
     """The workflow's plan for one validated ``config`` (``snakemake.utils.validate`` filled its
     defaults and ``workflow.checks.check_config`` passed)."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], dropped_runs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """``dropped_runs``: TREC run files found in the drop-in folder (dataset -> name -> path),
+        scored beside the config's ``runs.files``."""
         self.config = config
+        self.dropped_runs = {d: dict(files) for d, files in (dropped_runs or {}).items() if d in config["datasets"]}
         self.datasets: list[str] = list(config["datasets"])
         self.llms: list[str] = list(config["llms"])
         self.corpora: list[str] = list(config["corpora"])
@@ -119,6 +126,81 @@ class Plan:
         if ds["source"] == "kilt" and corpus["source"] == "kilt":
             return "span"
         return "title-text"
+
+    # --- retrieval runs: the configured retriever's, the other retrievers', run files -------------------
+
+    def backend_of(self, retriever: str) -> str:
+        return self.config["retrievers"][retriever]["backend"]
+
+    @functools.cached_property
+    def bm25_retrievers(self) -> list[str]:
+        return [r for r in self.retrievers if self.backend_of(r) == BM25]
+
+    @functools.cached_property
+    def dense_retrievers(self) -> list[str]:
+        return [r for r in self.retrievers if self.backend_of(r) != BM25]
+
+    def retriever_spec(self, retriever: str) -> dict[str, Any]:
+        """The retriever's config entry with only the keys its backend reads (a dense retriever's
+        jobs never see the BM25 settings, nor a BM25 retriever's the encoder's)."""
+        entry = self.config["retrievers"][retriever]
+        if self.backend_of(retriever) == BM25:
+            return {k: v for k, v in entry.items() if k in ("backend", *BM25_KEYS)}
+        return {k: v for k, v in entry.items() if k not in BM25_KEYS}
+
+    def pool_retriever(self, dataset: str) -> str:
+        """The dataset's configured retriever: its top-k is the candidates C, every LLM's pool."""
+        return self.config["datasets"][dataset]["retriever"]
+
+    @functools.cached_property
+    def run_retrievers(self) -> list[str]:
+        """The retrievers whose run every dataset gets (``runs.retrievers``; null: all of them)."""
+        chosen = self.runs_config["retrievers"]
+        return list(self.retrievers) if chosen is None else list(chosen)
+
+    @functools.cached_property
+    def runs_config(self) -> Mapping[str, Any]:
+        return self.config.get("runs") or {"retrievers": None, "files": {}, "depth": 100, "rag": True}
+
+    def run_files(self, dataset: str) -> dict[str, str]:
+        """The TREC run files scored on ``dataset``: the drop-in folder's, then ``runs.files``."""
+        return {**self.dropped_runs.get(dataset, {}), **(self.runs_config["files"] or {}).get(dataset, {})}
+
+    def runs_of(self, dataset: str) -> dict[str, tuple[str, str]]:
+        """Every run evaluated on ``dataset``, name -> (``retriever``, slug) or (``file``, path): the
+        configured retriever first, then the other run retrievers, then the run files."""
+        pool = self.pool_retriever(dataset)
+        runs = {pool: ("retriever", pool)}
+        runs |= {r: ("retriever", r) for r in self.run_retrievers if r != pool}
+        runs |= {name: ("file", path) for name, path in self.run_files(dataset).items()}
+        return runs
+
+    def run_depth(self, dataset: str, retriever: str) -> int:
+        """How deep a retriever's run goes: the configured retriever's only to the top-k (its top-k is
+        the pool C, every passage judged, so nothing below it is ever read); another run to
+        ``runs.depth``, for the condensed lists (unjudged passages dropped, then cut at k)."""
+        top_k = self.config["top_k"]
+        return top_k if retriever == self.pool_retriever(dataset) else max(top_k, self.runs_config["depth"])
+
+    def other_runs(self, dataset: str) -> list[str]:
+        """The runs of ``dataset`` whose top-k is not the candidates C (each gets its own answers)."""
+        return [r for r in self.runs_of(dataset) if r != self.pool_retriever(dataset)]
+
+    @functools.cached_property
+    def run_rag(self) -> bool:
+        """Whether each LLM answers with every run's top-k (``runs.rag``) and the agreement is made."""
+        return bool(self.runs_config["rag"]) and any(self.other_runs(d) for d in self.datasets)
+
+    def run_answer_context(self, dataset: str, run: str) -> str:
+        """The answers with a run's top-k: ``topk`` for the configured retriever (the same call), else
+        ``run_<run>``."""
+        return "topk" if run == self.pool_retriever(dataset) else run_context(run)
+
+    def run_answer_jobs(self) -> list[dict[str, str]]:
+        """(dataset, llm, run) of every answer_run job."""
+        if not self.run_rag:
+            return []
+        return [{"dataset": d, "llm": llm, "run": r} for d in self.datasets for llm in self.llms for r in self.other_runs(d)]
 
     # --- answer contexts ----------------------------------------------------------------------------
 
@@ -354,4 +436,5 @@ class Plan:
             jobs += [("answer_judgments", wc) for wc in pairs]
         if self.reask:
             jobs += [("answer_reask", wc) for wc in pairs]
+        jobs += [("answer_run", wc) for wc in self.run_answer_jobs()]
         return jobs

@@ -40,7 +40,8 @@ pooled share, a mean log-perplexity over passages) as statistics recomputed on r
 pooled effects with ``stratified_interval``.
 
 The package: ``framework`` (inputs, claims, pooling, cells and entries: the API a new finding is
-written with), ``claims`` (one function per finding, and ``all_findings``), ``rendering``
+written with), ``claims`` (one function per finding, and ``all_findings``), ``qrels`` (beyond the paper: do an
+LLM's own qrels predict its RAG accuracy better than human qrels), ``rendering``
 (findings.md and findings.html) and ``transfer`` (the transfer matrices on the queries unknown to
 both LLMs).
 """
@@ -87,6 +88,7 @@ from .framework import (
     not_run,
 )
 from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
+from .qrels import llm_qrels_predict_rag
 from .transfer import transfer_unknown_both, transfer_unknown_markdown
 
 __all__ = [
@@ -116,6 +118,7 @@ __all__ = [
     "likelihood_beats_listwise_pa_triviaqa",
     "listwise_beats_pointwise",
     "listwise_pa_ranks_best",
+    "llm_qrels_predict_rag",
     "make_cell",
     "make_entry",
     "not_run",

@@ -46,6 +46,7 @@ from .framework import (
     paired,
     too_few,
 )
+from .qrels import llm_qrels_predict_rag
 
 # Scopes (report.claim_scope): the paper's datasets each claim is stated for.
 SINGLE_HOP = "single_hop"  # Sections 4-5 (Table 1, Figures 1-4 and 8): NQ, TriviaQA, MS MARCO-FQA
@@ -781,7 +782,8 @@ def all_findings(inputs: FindingInputs, rs: Resampling) -> list[dict[str, Any]]:
     """Every finding, in the paper's order: Table 1's hierarchy, transfer (with the unknown-both
     control), Figure 3, Figure 4, the judgment benchmark (Tables 2, 8, 4), RAG with judgments
     (Tables 3, 7, Figure 9); each finding whose construction builds part of its verdict in is
-    followed by its re-ask twin (``<id>_reask``)."""
+    followed by its re-ask twin (``<id>_reask``); last, the qrels at work (beyond the paper:
+    ``findings.qrels``)."""
     entries: list[dict[str, Any]] = []
     for better, worse in TABLE1_PAIRS:
         main = table1_pair(inputs, rs, better, worse)
@@ -815,4 +817,5 @@ def all_findings(inputs: FindingInputs, rs: Resampling) -> list[dict[str, Any]]:
         selected_beats_reranked(inputs, rs),
     ]
     entries += _pair(selections_transfer_better_than_gold(inputs, rs), selections_transfer_better_than_gold(inputs, rs, reask=True))
+    entries.append(llm_qrels_predict_rag(inputs, rs))
     return entries

@@ -99,6 +99,9 @@ class FindingInputs:
     claim_scope: Mapping[str, Sequence[str]] = field(default_factory=dict)
     figure9_method: str = "listwise_pa"
     rag_top: int = 5
+    # The runs stage's per-(dataset, run, LLM answering, judge, query) metrics with the LLM's
+    # correctness (``report.runs.rag_pairs``); None where no run was answered with.
+    run_pairs: pl.DataFrame | None = None
 
     @property
     def datasets(self) -> list[str]:

@@ -1,0 +1,40 @@
+"""Rule answer_run: an LLM's answers with another run's top-k (context run_<run>), through the
+generation store.
+
+By hand (inputs must exist):
+    python workflow/scripts/answer_run.py dataset=wf-single llm=smollm2-135m run=bm25
+"""
+
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("answer_run")
+
+from llm_utility.logs import log_to
+
+log = log_to(snakemake.log[0])
+
+from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
+from llm_utility.generation.store import job_name  # noqa: E402
+from llm_utility.method.answers import run_context  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, store_root  # noqa: E402
+
+context = run_context(snakemake.wildcards.run)
+with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
+    from llm_utility.pipeline import answer_job
+
+    answer_job(
+        dataset=snakemake.wildcards.dataset,
+        queries=snakemake.input.queries,
+        candidates=snakemake.input.candidates,
+        manifest=snakemake.input.manifest,
+        prompts=snakemake.input.prompts,
+        tables={context: snakemake.input.topk},
+        outputs={context: snakemake.output.answers},
+        spec=snakemake.params.spec,
+        store=store_root(snakemake.config, snakemake.wildcards.llm),
+        job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
+        synonyms=snakemake.params.synonyms,
+        threads=snakemake.threads,
+        log=log,
+    )
