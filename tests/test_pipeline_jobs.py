@@ -410,7 +410,8 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     pipeline.table1_job(answers={k: v for k, v in answers.items() if k[2] in ("none", "topk", "union", "human", f"gold_C_from_{k[1]}", f"gold_U_from_{k[1]}")},
                         gold=gold, queries={DATASET: str(run["queries"])}, intervals=report_cfg, **t1)
     table = pl.read_csv(t1["csv"])
-    assert table.columns[:6] == ["dataset", "llm", "column", "correct", "lo", "hi"]
+    # No re-ask answers given: one block, the answer prompt's.
+    assert table.columns[:7] == ["block", "dataset", "llm", "column", "correct", "lo", "hi"] and set(table["block"]) == {"answer"}
     assert ((table["lo"] <= table["correct"] + 1e-9) & (table["correct"] <= table["hi"] + 1e-9)).all()
     assert "<sub>[" in Path(t1["md"]).read_text() and r"\scriptsize" in Path(t1["tex"]).read_text()
     t2 = {k: str(tmp_path / f"t2.{k}") for k in ("csv", "md", "tex")}
