@@ -33,7 +33,7 @@ def _gpu_rules() -> set[str]:
             name = re.match(r"\s*(?:local)?rule (\w+):", block)
             if name and re.search(r"^\s+gpu=", block, re.M):
                 rules.add(name.group(1))
-        children += re.findall(r"^use rule (\w+) as (\w+)", text, re.M)
+        children += re.findall(r"^\s*use rule (\w+) as (\w+)", text, re.M)
     rules |= {child for parent, child in children if parent in rules}
     return rules
 
@@ -56,7 +56,7 @@ def test_slurm_profile_partitions_and_threads():
     # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
     assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
     gpu_rules = _gpu_rules()
-    assert {"answer_candidates", "answer_gold_U", "answer_judgments", "judge", "judge_thinking", "encode_corpus_shard", "retrieve"} <= gpu_rules
+    assert {"answer_candidates", "answer_gold_U", "answer_judgments", "answer_reask", "answer_run", "judge", "judge_thinking", "encode_corpus_shard", "retrieve"} <= gpu_rules
     sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
     assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
     assert all("cpus_per_task" not in res for res in profile["set-resources"].values())
