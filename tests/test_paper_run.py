@@ -93,6 +93,7 @@ def _conda_packages(env_file: str) -> list[str]:
     return [re.split(r"[<>=! ]", d)[0] for d in deps if isinstance(d, str)]
 
 
+@pytest.mark.slow
 def test_the_paper_index_is_built_in_faiss_gpu_and_the_demo_s_in_faiss_cpu(paper):
     envs = _envs_by_rule(paper.jobs)
     assert envs["build_index"] == {"index-gpu.yaml"}
@@ -124,6 +125,7 @@ def test_a_build_index_job_with_gpus_refuses_to_run_on_the_cpu(tmp_path):
         build_index([tmp_path / "0.npy"], tmp_path / "index.faiss", index_factory="Flat", use_gpu=True)
 
 
+@pytest.mark.slow
 def test_downloads_and_materializations_stay_on_the_machine_with_network(paper):
     # What the SLURM and Kubernetes executors keep on the machine that runs Snakemake (the local
     # executor runs everything there, so Workflow.is_local's own first test is left out).

@@ -65,6 +65,7 @@ def test_spec_is_validated():
     assert spec.device is None and spec.batch_size == 64 and spec.max_query_tokens == 64
 
 
+@pytest.mark.slow
 def test_minilm_encodes_normalised_vectors_that_rank_the_relevant_passage_first(minilm):
     texts = passage_texts(pa.record_batch({"title": [t for t, _ in PASSAGES], "text": [x for _, x in PASSAGES]}))
     passages = minilm.encode_passages(texts)
@@ -78,6 +79,7 @@ def test_minilm_encodes_normalised_vectors_that_rank_the_relevant_passage_first(
     assert minilm.encode_passages([]).shape == (0, 384)
 
 
+@pytest.mark.slow
 def test_token_limits_and_pooling_come_from_the_spec(minilm):
     long_query = " ".join(t for _, t in PASSAGES)
     short = load_encoder({**MINILM, "max_query_tokens": 8})
