@@ -166,13 +166,13 @@ def test_materialize_writes_safetensors_and_a_manifest(smollm2_manifest):
     mtime = (out / "model.safetensors").stat().st_mtime
     assert materialize("smollm2-135m", SPECS["smollm2-135m"], out) == smollm2_manifest
     assert (out / "model.safetensors").stat().st_mtime == mtime
-    # Loading the safetensors is much faster than dequantizing the GGUF.
+    # Loading the safetensors instead of dequantizing the GGUF (its time is printed, never asserted:
+    # benchmarks measure speed).
     started = time.perf_counter()
     gen = load_generator(out / "manifest.json", SPECS["smollm2-135m"])  # a path works as well as the dict
     seconds = time.perf_counter() - started
     assert gen.load_path == str(out) and gen.fingerprint == smollm2_manifest["fingerprint"]
     print(f"\nload smollm2-135m from safetensors: {seconds:.2f} s")
-    assert seconds < 15
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ from llm_utility.weights import (
     Sha256Cache,
     content_fingerprint,
     has_chat_template,
+    one_builder,
     remove_stale_work_folders,
 )
 
@@ -142,6 +143,25 @@ def test_hub_weights_are_fetched_once_at_the_resolved_commit(fake_hub, tmp_path)
     assert len(fake_hub["download"]) == 2 and (out / "model.safetensors").exists()
 
 
+def test_a_second_builder_waits_for_the_first_and_reuses_its_folder(fake_hub, tmp_path):
+    """Two jobs materializing one folder (two workflows sharing resources/models): the second waits
+    for the first's build lock instead of dequantizing or downloading the same weights beside it."""
+    import threading
+
+    out = tmp_path / "models" / "m"
+    results = []
+    with one_builder(out):  # another job is building this folder
+        waiting = threading.Thread(target=lambda: results.append(materialize("m", hub_spec("main"), out)))
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive() and fake_hub["download"] == []  # it waits, and fetches nothing yet
+    waiting.join(30)
+    assert not waiting.is_alive() and len(fake_hub["download"]) == 1 and results[0]["commit"] == COMMIT
+    # The folder is there now: the next job takes the lock, finds it, and fetches nothing.
+    assert materialize("m", hub_spec("main"), out)["fingerprint"] == results[0]["fingerprint"]
+    assert len(fake_hub["download"]) == 1
+
+
 def test_jobs_load_the_local_copy_offline(fake_hub, tmp_path, monkeypatch):
     out = tmp_path / "models" / "m"
     materialize("m", hub_spec(COMMIT), out)
@@ -217,7 +237,9 @@ def test_a_killed_materialization_leaves_nothing_at_the_next_start(tmp_path):
     spec = {"backend": "transformers", "prompt_format": "chat", "weights": {"path": str(_model_folder(tmp_path / "local"))}}
     materialize("m", spec, out)
     assert not tmp.exists()  # ...the next materialization does
-    assert sorted(p.name for p in out.parent.iterdir()) == [".sha256-cache.json", "m"]
+    # Beside the model: the fingerprint cache and the (empty) build lock, which stays so that no two
+    # jobs ever lock two different files of one name.
+    assert sorted(p.name for p in out.parent.iterdir()) == [".m.build.lock", ".sha256-cache.json", "m"]
 
 
 # ---------------------------------------------------------------------------------------------------

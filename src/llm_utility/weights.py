@@ -260,6 +260,30 @@ def is_abandoned(folder: Path, grace: float = OWNERLESS_GRACE) -> bool:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def one_builder(target: str | os.PathLike) -> Iterator[None]:
+    """Hold ``target``'s build lock: a second job materializing the same folder (two workflows that
+    share ``resources/models``, or a test worker beside the DAG) waits here, then finds the first
+    one's result and reuses it instead of dequantizing or downloading it again. Where the file
+    system has no flock, builders do not wait for each other (each still builds in its own work
+    folder, so neither sees a half-built folder)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target.parent / f".{target.name}.build.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("%s is being built by another job; waiting for it", target)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            if err.errno not in _NO_FLOCK:
+                raise
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
 def work_folders(target: Path) -> list[Path]:
     """Hidden work folders of ``target`` (``.{name}.tmp-*`` being built, ``.{name}.old-*`` being removed)."""
     target = Path(target)

@@ -26,6 +26,7 @@ from ..weights import (
     fetch_hub_model,
     go_offline,
     has_chat_template,
+    one_builder,
     remove_stale_work_folders,
     replace_dir,
     sha256_file,
@@ -133,12 +134,18 @@ def materialize(
       (hashed once, cached in ``resources/models/.sha256-cache.json``).
 
     Everything is built in a hidden work folder beside its target and renamed into place; work
-    folders that killed jobs left behind are removed at the next start.
+    folders that killed jobs left behind are removed at the next start. One job at a time builds a
+    given folder (``weights.one_builder``): another waits, then reuses what the first one built.
     """
     spec = normalize_spec(spec, slug)
-    weights = dict(spec["weights"])
     out = Path(out_dir).resolve()
     target = Path(weights_dir).resolve() if weights_dir else out
+    with one_builder(target):
+        return _materialize(slug, spec, out, target)
+
+
+def _materialize(slug: str, spec: Mapping[str, Any], out: Path, target: Path) -> dict[str, Any]:
+    weights = dict(spec["weights"])
     out.parent.mkdir(parents=True, exist_ok=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_work_folders(target)

@@ -42,6 +42,7 @@ from llm_utility.weights import (
     content_fingerprint,
     fetch_hub_model,
     go_offline,
+    one_builder,
     remove_stale_work_folders,
     require_revision,
     write_json,
@@ -310,7 +311,8 @@ def materialize_retriever(
         manifest.update(load_path=str(path), fingerprint=fingerprint, materialized=False)
     else:
         revision = require_revision(model, spec.get("revision"), f"retrievers.{slug}.revision")
-        fetched = fetch_hub_model(model, revision, target, extra_patterns=ENCODER_EXTRA_FILES)
+        with one_builder(target):  # a second job downloading the same encoder waits, then reuses it
+            fetched = fetch_hub_model(model, revision, target, extra_patterns=ENCODER_EXTRA_FILES)
         manifest.update(
             load_path=str(target),
             revision=revision,
