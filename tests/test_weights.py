@@ -237,9 +237,7 @@ def test_a_killed_materialization_leaves_nothing_at_the_next_start(tmp_path):
     spec = {"backend": "transformers", "prompt_format": "chat", "weights": {"path": str(_model_folder(tmp_path / "local"))}}
     materialize("m", spec, out)
     assert not tmp.exists()  # ...the next materialization does
-    # Beside the model: the fingerprint cache and the (empty) build lock, which stays so that no two
-    # jobs ever lock two different files of one name.
-    assert sorted(p.name for p in out.parent.iterdir()) == [".m.build.lock", ".sha256-cache.json", "m"]
+    assert sorted(p.name for p in out.parent.iterdir()) == [".sha256-cache.json", "m"]
 
 
 # ---------------------------------------------------------------------------------------------------

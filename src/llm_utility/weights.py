@@ -264,24 +264,38 @@ def is_abandoned(folder: Path, grace: float = OWNERLESS_GRACE) -> bool:
 def one_builder(target: str | os.PathLike) -> Iterator[None]:
     """Hold ``target``'s build lock: a second job materializing the same folder (two workflows that
     share ``resources/models``, or a test worker beside the DAG) waits here, then finds the first
-    one's result and reuses it instead of dequantizing or downloading it again. Where the file
-    system has no flock, builders do not wait for each other (each still builds in its own work
-    folder, so neither sees a half-built folder)."""
+    one's result and reuses it instead of dequantizing or downloading it again. The lock file is
+    removed on release (a waiter that locked the removed file tries again), so nothing is left
+    beside the folder. Where the file system has no flock, builders do not wait for each other
+    (each still builds in its own work folder, so neither sees a half-built folder)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target.parent / f".{target.name}.build.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    try:
+    path = target.parent / f".{target.name}.build.lock"
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("%s is being built by another job; waiting for it", target)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("%s is being built by another job; waiting for it", target)
+                fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as err:
             if err.errno not in _NO_FLOCK:
+                os.close(fd)
                 raise
+            break  # no flock here: nothing to wait for
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break  # locked the file that is there now
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the holder removed this file on release: lock the one that is there now
+    try:
         yield
     finally:
-        os.close(fd)  # closing drops the flock
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.close(fd)
 
 
 def work_folders(target: Path) -> list[Path]:
