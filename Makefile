@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: demo test test-fast config-docs install clean-results vllm-contract
+.PHONY: demo test test-fast test-benchmarks config-docs install clean-results vllm-contract
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
 test: $(STAMP) .venv-flag/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not benchmarks"
+
+# Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
+# CI (.github/workflows/main.yml), so that `make test` stays within 15 minutes on 2 cores.
+test-benchmarks: $(STAMP)
+	$(BIN)/python -m pytest -m benchmarks
 
 # The fast tier alone (no model, no Snakemake; under a minute): what to run while editing.
 test-fast: $(STAMP)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# Not part of `make test` (which must fit in 15 minutes on 2 cores): `make test-benchmarks`.
+pytestmark = [pytest.mark.slow, pytest.mark.benchmarks]
 
 REPO = Path(__file__).resolve().parents[1]
 
