@@ -35,7 +35,7 @@ demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
 test: $(STAMP) .venv-flag/.installed
-	$(BIN)/python -m pytest -m "not benchmarks"
+	$(BIN)/python -m pytest -m "not benchmarks" --durations=15
 
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
 # CI (.github/workflows/main.yml), so that `make test` stays within 15 minutes on 2 cores.
