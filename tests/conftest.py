@@ -20,12 +20,3 @@ def env_no_gpu() -> dict:
     env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
-
-# The whole-DAG runs first: each is one module on one worker (--dist loadfile) and the longest chain
-# of the suite, so starting them at once lets the other worker run everything else meanwhile.
-LONGEST_FIRST = ("test_workflow_e2e.py", "test_benchmarks_e2e.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
