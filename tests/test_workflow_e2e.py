@@ -72,7 +72,8 @@ REPORTED = [
     )),
     "results/config.yaml",
 ]
-FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure_perplexity", "figure_selection_transfer"}
+# Rules that draw a figure (external_runs writes its table and its figure in one job).
+FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure_perplexity", "figure_selection_transfer", "external_runs"}
 
 
 def _tiny_config(repo, workdir):
