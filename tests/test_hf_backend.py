@@ -17,6 +17,7 @@ import pytest
 
 from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
 from llm_utility.generation import PromptTooLongError, cut_answer
+from llm_utility.generation.generator import length_batches
 from llm_utility.weights import is_abandoned, work_folders
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,6 +74,22 @@ def test_cut_answer_stops_only_after_the_answer_began():
     assert cut_answer("\n\nLima\nQuestion: x", ["\n"]) == "Lima"
     assert cut_answer(" \n ", ["\n"]) == ""
     assert cut_answer("Question: x", ["Question:"]) == ""  # a real stop string at the start still stops
+
+
+def test_length_batches_pad_no_row_beyond_twice_its_length():
+    # The demo's Gemma candidate answers: 5-passage prompts, 1-passage prompts, no-passage prompts.
+    lengths = [120, 560, 35, 130, 400, 37, 125, 118, 30, 450]
+    batches = length_batches(lengths, max_rows=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # every row once
+    assert [[lengths[i] for i in b] for b in batches] == [[560, 450, 400], [130, 125, 120], [118], [37, 35, 30]]
+    for b in batches:
+        assert len(b) <= 3 and all(2 * lengths[i] >= lengths[b[0]] for i in b)
+    # Ties keep their input order; one row per batch at most with max_rows=1.
+    assert length_batches([5, 5, 5], max_rows=2) == [[0, 1], [2]]
+    assert length_batches([3, 9], max_rows=1) == [[1], [0]]
+    assert length_batches([], max_rows=4) == []
+    with pytest.raises(ValueError, match="max_rows"):
+        length_batches([1], max_rows=0)
 
 
 def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from .generator import Generator, cut_answer
+from .generator import Generator, cut_answer, length_batches
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -96,10 +96,6 @@ class HFGenerator(Generator):
         if self._cuda:
             torch.cuda.empty_cache()
 
-    def _batch(self, prompts: Sequence[str]) -> dict[str, torch.Tensor]:
-        """Left-padded ids and attention mask; each prompt encoded on its own (see ``encode``)."""
-        return self._pad([self.encode(p) for p in prompts])
-
     def _pad(self, ids: list[list[int]]) -> dict[str, torch.Tensor]:
         """Left-pad token id lists into a batch; every row ends at the same position."""
         width = max(len(x) for x in ids)
@@ -110,19 +106,19 @@ class HFGenerator(Generator):
         return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
-        """Greedy continuations of ``prompts``, in chunks of the spec's ``batch_size`` (the store
-        hands them over sorted by length, so a chunk pads little)."""
-        outputs: list[str] = []
-        for start in range(0, len(prompts), self.batch_size):
-            outputs += self._generate_batch(prompts[start : start + self.batch_size], max_new_tokens, stop)
+        """Greedy continuations of ``prompts``, in batches of at most the spec's ``batch_size`` rows
+        of similar lengths (``length_batches``); outputs in the order of ``prompts``."""
+        ids = [self.encode(p) for p in prompts]  # each prompt encoded on its own (see ``encode``)
+        outputs: list[str] = [""] * len(prompts)
+        for rows in length_batches([len(x) for x in ids], self.batch_size):
+            for row, text in zip(rows, self._generate_batch([ids[r] for r in rows], max_new_tokens, stop), strict=True):
+                outputs[row] = text
         return outputs
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
-        if not prompts:
-            return []
+    def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
         model = self.model  # loads the weights (and the greedy config) on first use
-        batch = self._batch(prompts)
+        batch = self._pad(ids)
         stop = [s for s in stop if s]
         config = copy.deepcopy(self._gen_config)
         config.max_new_tokens = int(max_new_tokens)
@@ -137,7 +133,7 @@ class HFGenerator(Generator):
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
         """Log-probability of each token of ``target`` after the rendered ``prompt`` (teacher forcing),
-        in chunks of ``batch_size``.
+        batched like ``generate`` by the length of prompt and target together.
 
         The prompt is encoded as ``encode`` does (the tokenizer's own special tokens, BOS once), the
         target on its own without special tokens, and the target's ids follow the prompt's, as they
@@ -146,9 +142,13 @@ class HFGenerator(Generator):
         after an empty prompt without a BOS token (SmolLM2, Qwen3) the first target token has no
         context and is not scored, so its list is one shorter than the target.
         """
-        out: list[list[float]] = []
-        for start in range(0, len(pairs), self.batch_size):
-            out += self._score_batch(pairs[start : start + self.batch_size])
+        prompt_lengths = self.count_tokens([p for p, _ in pairs])
+        target_lengths = self.count_tokens([t for _, t in pairs], special=False)
+        lengths = [a + b for a, b in zip(prompt_lengths, target_lengths, strict=True)]
+        out: list[list[float]] = [[] for _ in pairs]
+        for rows in length_batches(lengths, self.batch_size):
+            for row, logprobs in zip(rows, self._score_batch([pairs[r] for r in rows]), strict=True):
+                out[row] = logprobs
         return out
 
     @torch.inference_mode()
