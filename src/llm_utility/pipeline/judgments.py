@@ -79,7 +79,7 @@ def judge_job(
     judged = _judged(q, max_queries)
     cands = read_candidates(candidates)
     if qids is not None:
-        keep = pl.Series(list(qids), dtype=pl.String)
+        keep = list(qids)
         judged, q = judged.filter(pl.col("qid").is_in(keep)), q.filter(pl.col("qid").is_in(keep))
         cands = cands.restrict(qids)
         log.info("query shard: %d of the dataset's queries, %d judged", q.height, judged.height)
