@@ -31,7 +31,8 @@ def _gpu_rules() -> set[str]:
         text = smk.read_text()
         for block in re.split(r"\n(?=\s*rule |localrule )", text):
             name = re.match(r"\s*(?:local)?rule (\w+):", block)
-            if name and re.search(r"^\s+gpu=", block, re.M):
+            # gpu=... itself, or the model jobs' resources (rules/common.smk: model_resources).
+            if name and re.search(r"^\s+(gpu=|\*\*model_resources\()", block, re.M):
                 rules.add(name.group(1))
         children += re.findall(r"^\s*use rule (\w+) as (\w+)", text, re.M)
     rules |= {child for parent, child in children if parent in rules}
