@@ -29,7 +29,7 @@ def _gpu_rules() -> set[str]:
     rules, children = set(), []
     for smk in (REPO / "rules").glob("*.smk"):
         text = smk.read_text()
-        for block in re.split(r"\n(?=\s*rule |localrule )", text):
+        for block in re.split(r"\n(?=\s*(?:use )?rule |localrule )", text):
             name = re.match(r"\s*(?:local)?rule (\w+):", block)
             # gpu=... itself, or the model jobs' resources (rules/common.smk: model_resources).
             if name and re.search(r"^\s+(gpu=|\*\*model_resources\()", block, re.M):
