@@ -28,6 +28,7 @@ include: "rules/generation.smk"
 include: "rules/gold.smk"
 include: "rules/judgments.smk"
 include: "rules/runs.smk"
+include: "rules/parts.smk"
 include: "rules/report.smk"
 include: "rules/findings.smk"
 

@@ -22,6 +22,10 @@ from llm_utility.workflow import (
     check_config,
     input_key,
 )  # noqa: E402
+from llm_utility.workflow.estimates import (
+    runtime_minutes,
+    shards_needed,
+)  # noqa: E402
 
 # HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
 # variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
@@ -64,6 +68,16 @@ def dataset_cfg(wildcards):
     return config["datasets"][wildcards.dataset]
 
 
+def dataset_spec(wildcards):
+    """The dataset's entry as a job's param: without the keys that only schedule (shards)."""
+    return PLAN.dataset_spec(wildcards.dataset)
+
+
+def llm_spec(wildcards):
+    """The LLM's entry as a model job's `spec` param: without the runtime estimate's throughputs."""
+    return PLAN.llm_spec(wildcards.llm)
+
+
 def llm_cfg(wildcards):
     return config["llms"][wildcards.llm]
 
@@ -98,6 +112,48 @@ wildcard_constraints:
     run=alternatives(sorted({r for d in DATASETS for r in PLAN.runs_of(d)})),
     candidates="C|U",
     shard=r"\d+",
+    # Query shards of the model jobs (datasets.<name>.shards > 1): 1-of-4, ...
+    part=alternatives(sorted({p for d in DATASETS for p in PLAN.parts(d)})),
+
+
+# A model rule that opts in to query shards (docs/architecture.md, "Query shards") takes
+# `dataset=UNSHARDED`; its `<rule>_part` twin, one job per part of a sharded dataset, `dataset=SHARDED`;
+# and `<rule>_gather` (rules/parts.smk) writes the unsharded paths from the parts. So every path has
+# exactly one rule, and a config without shards has no part or gather job.
+SHARDED = alternatives(PLAN.sharded_datasets)
+UNSHARDED = alternatives(PLAN.unsharded_datasets)
+# Each opting-in rule's files (output, log, benchmark patterns), for its part twin and its gather.
+SHARDABLE = {}
+
+
+def in_part(pattern):
+    """A dataset's path (pattern or mapping of patterns) as one query shard's: under
+    .../{dataset}/parts/{part}/."""
+    if isinstance(pattern, dict):
+        return {k: in_part(v) for k, v in pattern.items()}
+    if "{dataset}/" not in pattern:
+        raise ValueError(f"{pattern}: a sharded path needs a {{dataset}}/ folder")
+    return pattern.replace("{dataset}/", "{dataset}/parts/{part}/", 1)
+
+
+def shardable(rule, output, log, benchmark):
+    """Register ``rule``'s files (for its part twin and its gather) and return them."""
+    SHARDABLE[rule] = {"output": output, "log": log, "benchmark": benchmark}
+    return SHARDABLE[rule]
+
+
+# A dataset whose longest model job would outlive the scheduler's limit: say so with what fits.
+_limits = config["resources"]
+for _d in DATASETS:
+    _needed = shards_needed(PLAN, _d)
+    if _needed is not None and _needed > PLAN.shards(_d):
+        print(
+            f"Warning: datasets.{_d}.shards is {PLAN.shards(_d)}: its longest model job is expected "
+            f"to outlive resources.max_job_hours ({_limits['max_job_hours']} h, runtime_margin "
+            f"{_limits['runtime_margin']}); {_needed} shards fit "
+            "(python -m llm_utility.workflow.estimates <config>).",
+            file=sys.stderr,
+        )
 
 
 # --- what each job asks a scheduler for (config `resources`; an LLM's own mem_mb/runtime first) ----
@@ -134,6 +190,26 @@ def llm_mem_mb(wildcards):
 
 def llm_runtime(wildcards):
     return llm_cfg(wildcards)["runtime"] or RESOURCES["llm"]["runtime"]
+
+
+def model_runtime(rule):
+    """A model job's runtime (minutes): the LLM's own `runtime`, else the expected time of this job
+    (llm_utility.workflow.estimates: its rule, LLM and queries) with the margin, else
+    resources.llm.runtime."""
+    return lambda wildcards: (
+        llm_cfg(wildcards)["runtime"]
+        or runtime_minutes(PLAN, rule, dict(wildcards.items()))
+        or RESOURCES["llm"]["runtime"]
+    )
+
+
+def model_resources(rule):
+    """What a model job of ``rule`` asks a scheduler for."""
+    return {
+        "mem_mb": llm_mem_mb,
+        "runtime": model_runtime(rule),
+        "gpu": gpus_of_llm,
+    }
 
 
 def llm_conda_env(wildcards):

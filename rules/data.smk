@@ -196,7 +196,7 @@ rule load_queries:
     resources:
         **RESOURCES["data"],
     params:
-        dataset=dataset_cfg,
+        dataset=dataset_spec,
     script:
         "../workflow/scripts/load_queries.py"
 
@@ -223,7 +223,7 @@ rule extract_answers:
         runtime=lambda wc: extractor_cfg(wc)["runtime"] or RESOURCES["llm"]["runtime"],
         gpu=lambda wc: extractor_cfg(wc)["gpu"],
     params:
-        spec=extractor_cfg,
+        spec=lambda wc: PLAN.llm_spec(extractor_of(wc)),
         extractor=extractor_of,
     script:
         "../workflow/scripts/extract_answers.py"
@@ -264,7 +264,7 @@ rule prepare_queries:
     resources:
         **RESOURCES["data"],
     params:
-        dataset=dataset_cfg,
+        dataset=dataset_spec,
         seed=config["seed"],
     script:
         "../workflow/scripts/prepare_queries.py"

@@ -62,17 +62,24 @@ MODEL_RULE_OUTPUT = {
 filled = lambda pattern, wildcards: (
     expand(str(pattern), **wildcards)[0] if pattern else None
 )
+# A query shard's job (a `part` wildcard) is rule <name>_part's: its part's output, log and benchmark.
+# Its row in the cost table is its rule's (<name>), so a sharded dataset's jobs add up there.
 MODEL_JOB_OUTPUTS = [
-    filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in PLAN.model_jobs()
+    filled(
+        in_part(MODEL_RULE_OUTPUT[name]) if "part" in wc else MODEL_RULE_OUTPUT[name],
+        wc,
+    )
+    for name, wc in PLAN.model_jobs()
 ]
 # rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's own
 # log: and benchmark: patterns (rules.<name>), so the cost table never rebuilds a path.
+model_rule = lambda name, wc: getattr(rules, f"{name}_part" if "part" in wc else name)
 MODEL_JOB_RECORDS = [
     {
         "rule": name,
         "wildcards": wc,
-        "log": filled(getattr(rules, name).log[0], wc),
-        "benchmark": filled(getattr(rules, name).benchmark, wc),
+        "log": filled(model_rule(name, wc).log[0], wc),
+        "benchmark": filled(model_rule(name, wc).benchmark, wc),
     }
     for name, wc in PLAN.model_jobs()
 ]

@@ -47,7 +47,7 @@ rule materialize_model:
     resources:
         **RESOURCES["download"],
     params:
-        spec=llm_cfg,
+        spec=llm_spec,
         weights_dir=lambda wc: weights_dir(LLM_WEIGHTS, llm=wc.llm),
     script:
         "../workflow/scripts/materialize_model.py"
@@ -73,16 +73,27 @@ rule candidate_passages:
         "../workflow/scripts/candidate_passages.py"
 
 
-# The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM).
+# The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM),
+# or per query shard of a sharded dataset (answer_candidates_part, gathered by rules/parts.smk).
+ANSWER_CANDIDATES = shardable(
+    "answer_candidates",
+    output=answers_named(CANDIDATE_CONTEXTS),
+    log="logs/answer_candidates/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/answer_candidates/{dataset}/{llm}.tsv",
+)
+
+
 rule answer_candidates:
     input:
         **MODEL_JOB_INPUTS,
     output:
-        **answers_named(CANDIDATE_CONTEXTS),
+        **ANSWER_CANDIDATES["output"],
     log:
-        "logs/answer_candidates/{dataset}/{llm}.log",
+        ANSWER_CANDIDATES["log"],
     benchmark:
-        "benchmarks/out/answer_candidates/{dataset}/{llm}.tsv"
+        ANSWER_CANDIDATES["benchmark"]
+    wildcard_constraints:
+        dataset=UNSHARDED,
     # The candidate answers feed everything after them (gold sets, judgments, transfer): run them
     # first, so that the last minutes are many short jobs side by side, not one long chain.
     priority: PRIORITY["answer_candidates"]
@@ -90,18 +101,38 @@ rule answer_candidates:
         llm_conda_env
     threads: llm_threads
     resources:
-        mem_mb=llm_mem_mb,
-        runtime=llm_runtime,
-        gpu=gpus_of_llm,
+        **model_resources("answer_candidates"),
     params:
-        spec=llm_cfg,
+        spec=llm_spec,
         synonyms=config["verdict_synonyms"],
     script:
         "../workflow/scripts/answer.py"
 
 
+use rule answer_candidates as answer_candidates_part with:
+    output:
+        **in_part(ANSWER_CANDIDATES["output"]),
+    log:
+        in_part(ANSWER_CANDIDATES["log"]),
+    benchmark:
+        in_part(ANSWER_CANDIDATES["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
+
+
 # Every LLM's gold set among C (or U), answered by {llm}; its own is gold_C_from_{llm}. One engine start
 # per (dataset, LLM, candidate set) covers Table 1's G(C) and the transfer matrices.
+ANSWER_GOLD = {
+    c: shardable(
+        f"answer_gold_{c}",
+        output=answers_named(PLAN.gold_contexts(c)),
+        log=f"logs/answer_gold/{{dataset}}/{{llm}}/{c}.log",
+        benchmark=f"benchmarks/out/answer_gold/{{dataset}}/{{llm}}/{c}.tsv",
+    )
+    for c in ("C", "U")
+}
+
+
 use rule answer_candidates as answer_gold_C with:
     input:
         **GOLD_TABLES["C"],
@@ -110,12 +141,25 @@ use rule answer_candidates as answer_gold_C with:
         # it the prompts they share instead of both jobs computing them at once.
         after_U=fill(ANSWERS, context=gold_context("U", "{llm}")),
     output:
-        **answers_named(PLAN.gold_contexts("C")),
+        **ANSWER_GOLD["C"]["output"],
     log:
-        "logs/answer_gold/{dataset}/{llm}/C.log",
+        ANSWER_GOLD["C"]["log"],
     benchmark:
-        "benchmarks/out/answer_gold/{dataset}/{llm}/C.tsv"
+        ANSWER_GOLD["C"]["benchmark"]
     priority: PRIORITY["answer_gold"]
+    resources:
+        **model_resources("answer_gold_C"),
+
+
+use rule answer_gold_C as answer_gold_C_part with:
+    output:
+        **in_part(ANSWER_GOLD["C"]["output"]),
+    log:
+        in_part(ANSWER_GOLD["C"]["log"]),
+    benchmark:
+        in_part(ANSWER_GOLD["C"]["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
 
 
 use rule answer_candidates as answer_gold_U with:
@@ -123,12 +167,25 @@ use rule answer_candidates as answer_gold_U with:
         **GOLD_TABLES["U"],
         **MODEL_JOB_INPUTS,
     output:
-        **answers_named(PLAN.gold_contexts("U")),
+        **ANSWER_GOLD["U"]["output"],
     log:
-        "logs/answer_gold/{dataset}/{llm}/U.log",
+        ANSWER_GOLD["U"]["log"],
     benchmark:
-        "benchmarks/out/answer_gold/{dataset}/{llm}/U.tsv"
+        ANSWER_GOLD["U"]["benchmark"]
     priority: PRIORITY["answer_gold"]
+    resources:
+        **model_resources("answer_gold_U"),
+
+
+use rule answer_gold_U as answer_gold_U_part with:
+    output:
+        **in_part(ANSWER_GOLD["U"]["output"]),
+    log:
+        in_part(ANSWER_GOLD["U"]["log"]),
+    benchmark:
+        in_part(ANSWER_GOLD["U"]["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
 
 
 # The re-ask control (docs/method.md, "The re-ask"): none, human, topk, union and every LLM's gold
@@ -138,15 +195,33 @@ use rule answer_candidates as answer_gold_U with:
 # model jobs (lowest priority) and fills the cores the judge chain leaves free; it shares no prompt
 # with the other jobs, so it waits for none of them.
 if PLAN.reask:
+    ANSWER_REASK = shardable(
+        "answer_reask",
+        output=answers_named(PLAN.reask_contexts()),
+        log="logs/answer_reask/{dataset}/{llm}.log",
+        benchmark="benchmarks/out/answer_reask/{dataset}/{llm}.tsv",
+    )
 
     use rule answer_candidates as answer_reask with:
         input:
             **REASK_GOLD_TABLES,
             **MODEL_JOB_INPUTS,
         output:
-            **answers_named(PLAN.reask_contexts()),
+            **ANSWER_REASK["output"],
         log:
-            "logs/answer_reask/{dataset}/{llm}.log",
+            ANSWER_REASK["log"],
         benchmark:
-            "benchmarks/out/answer_reask/{dataset}/{llm}.tsv"
+            ANSWER_REASK["benchmark"]
         priority: PRIORITY["answer_reask"]
+        resources:
+            **model_resources("answer_reask"),
+
+    use rule answer_reask as answer_reask_part with:
+        output:
+            **in_part(ANSWER_REASK["output"]),
+        log:
+            in_part(ANSWER_REASK["log"]),
+        benchmark:
+            in_part(ANSWER_REASK["benchmark"])
+        wildcard_constraints:
+            dataset=SHARDED,

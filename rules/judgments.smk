@@ -30,20 +30,49 @@ RERANKED_TABLES = {
 
 # --- rules ----------------------------------------------------------------------------------------
 # The top-k answer with thinking on: the pseudo-answer "(T)" of Table 5 (thinking models only).
+ANSWER_THINKING = shardable(
+    "answer_thinking",
+    output=answers_named(["topk_think"]),
+    log="logs/answer_thinking/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/answer_thinking/{dataset}/{llm}.tsv",
+)
+
+
 use rule answer_candidates as answer_thinking with:
     output:
-        **answers_named(["topk_think"]),
+        **ANSWER_THINKING["output"],
     log:
-        "logs/answer_thinking/{dataset}/{llm}.log",
+        ANSWER_THINKING["log"],
     benchmark:
-        "benchmarks/out/answer_thinking/{dataset}/{llm}.tsv"
+        ANSWER_THINKING["benchmark"]
     priority: PRIORITY["answer_judgments"]
+    resources:
+        **model_resources("answer_thinking"),
     params:
         spec=lambda wc: PLAN.thinking_answer_spec(wc.llm),
         synonyms=config["verdict_synonyms"],
 
 
+use rule answer_thinking as answer_thinking_part with:
+    output:
+        **in_part(ANSWER_THINKING["output"]),
+    log:
+        in_part(ANSWER_THINKING["log"]),
+    benchmark:
+        in_part(ANSWER_THINKING["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
+
+
 # Selections with every configured method, the LLM's utility rankings and its perplexities.
+JUDGE_FILES = shardable(
+    "judge",
+    output=judge_outputs(PLAN.judge_methods, PLAN.model_rankings, perplexity=True),
+    log="logs/judge/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/judge/{dataset}/{llm}.tsv",
+)
+
+
 rule judge:
     input:
         unpack(lambda wc: judge_inputs(PLAN.judge_methods)),
@@ -51,21 +80,21 @@ rule judge:
         topk=fill(ANSWERS, context="topk"),
         gold_U=fill(GOLD, candidates="U"),
     output:
-        **judge_outputs(PLAN.judge_methods, PLAN.model_rankings, perplexity=True),
+        **JUDGE_FILES["output"],
     log:
-        "logs/judge/{dataset}/{llm}.log",
+        JUDGE_FILES["log"],
     benchmark:
-        "benchmarks/out/judge/{dataset}/{llm}.tsv"
+        JUDGE_FILES["benchmark"]
+    wildcard_constraints:
+        dataset=UNSHARDED,
     priority: PRIORITY["judge"]
     conda:
         llm_conda_env
     threads: llm_threads
     resources:
-        gpu=gpus_of_llm,
-        mem_mb=llm_mem_mb,
-        runtime=llm_runtime,
+        **model_resources("judge"),
     params:
-        spec=llm_cfg,
+        spec=llm_spec,
         max_new_tokens=PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
@@ -73,22 +102,54 @@ rule judge:
         "../workflow/scripts/judge.py"
 
 
+use rule judge as judge_part with:
+    output:
+        **in_part(JUDGE_FILES["output"]),
+    log:
+        in_part(JUDGE_FILES["log"]),
+    benchmark:
+        in_part(JUDGE_FILES["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
+
+
 # The selections with thinking on (Table 5), for models with a thinking switch.
+JUDGE_THINKING = shardable(
+    "judge_thinking",
+    output=judge_outputs(PLAN.thinking_methods),
+    log="logs/judge_thinking/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/judge_thinking/{dataset}/{llm}.tsv",
+)
+
+
 use rule judge as judge_thinking with:
     input:
         unpack(lambda wc: judge_inputs(PLAN.thinking_methods)),
         **MODEL_JOB_INPUTS,
     output:
-        **judge_outputs(PLAN.thinking_methods),
+        **JUDGE_THINKING["output"],
     log:
-        "logs/judge_thinking/{dataset}/{llm}.log",
+        JUDGE_THINKING["log"],
     benchmark:
-        "benchmarks/out/judge_thinking/{dataset}/{llm}.tsv"
+        JUDGE_THINKING["benchmark"]
+    resources:
+        **model_resources("judge_thinking"),
     params:
         spec=lambda wc: PLAN.thinking_spec(wc.llm),
         max_new_tokens=PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
+
+
+use rule judge_thinking as judge_thinking_part with:
+    output:
+        **in_part(JUDGE_THINKING["output"]),
+    log:
+        in_part(JUDGE_THINKING["log"]),
+    benchmark:
+        in_part(JUDGE_THINKING["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
 
 
 # The retrieval order as a ranking: the baseline of Table 4 (no model).
@@ -114,6 +175,14 @@ rule rank_retriever:
 # RAG with judgments: every rag method's selections of every LLM (Table 3: its own; Figure 9: the
 # others') and the top passages of its own rag rankings (Table 7). An empty selection is the
 # no-passage call, a one-passage one a single call: the store serves both.
+ANSWER_JUDGMENTS = shardable(
+    "answer_judgments",
+    output=answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
+    log="logs/answer_judgments/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/answer_judgments/{dataset}/{llm}.tsv",
+)
+
+
 use rule answer_candidates as answer_judgments with:
     input:
         **SELECTION_TABLES,
@@ -123,12 +192,25 @@ use rule answer_candidates as answer_judgments with:
         # (U, then C) and the store serves it the prompts they share.
         after_gold=fill(ANSWERS, context=gold_context("C", "{llm}")),
     output:
-        **answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
+        **ANSWER_JUDGMENTS["output"],
     log:
-        "logs/answer_judgments/{dataset}/{llm}.log",
+        ANSWER_JUDGMENTS["log"],
     benchmark:
-        "benchmarks/out/answer_judgments/{dataset}/{llm}.tsv"
+        ANSWER_JUDGMENTS["benchmark"]
     priority: PRIORITY["answer_judgments"]
+    resources:
+        **model_resources("answer_judgments"),
+
+
+use rule answer_judgments as answer_judgments_part with:
+    output:
+        **in_part(ANSWER_JUDGMENTS["output"]),
+    log:
+        in_part(ANSWER_JUDGMENTS["log"]),
+    benchmark:
+        in_part(ANSWER_JUDGMENTS["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
 
 
 # Each LLM's gold sets as TREC qrels, so any retriever's run can be scored by LLM-specific utility.

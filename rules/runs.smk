@@ -57,29 +57,48 @@ rule run_topk:
 
 # RAG with another run's top-k: one job per (dataset, LLM, run), one call per query, through the
 # generation store (a query the run ranks nothing for gets the no-passage call, which it serves).
+ANSWER_RUN = shardable(
+    "answer_run",
+    output={"answers": fill(ANSWERS, context="run_{run}")},
+    log="logs/answer_run/{dataset}/{llm}/{run}.log",
+    benchmark="benchmarks/out/answer_run/{dataset}/{llm}/{run}.tsv",
+)
+
+
 rule answer_run:
     input:
         **MODEL_JOB_INPUTS,
         topk=RUN_TOPK,
     output:
-        answers=fill(ANSWERS, context="run_{run}"),
+        **ANSWER_RUN["output"],
     log:
-        "logs/answer_run/{dataset}/{llm}/{run}.log",
+        ANSWER_RUN["log"],
     benchmark:
-        "benchmarks/out/answer_run/{dataset}/{llm}/{run}.tsv"
+        ANSWER_RUN["benchmark"]
+    wildcard_constraints:
+        dataset=UNSHARDED,
     priority: PRIORITY["answer_gold"]
     conda:
         llm_conda_env
     threads: llm_threads
     resources:
-        mem_mb=llm_mem_mb,
-        runtime=llm_runtime,
-        gpu=gpus_of_llm,
+        **model_resources("answer_run"),
     params:
-        spec=llm_cfg,
+        spec=llm_spec,
         synonyms=config["verdict_synonyms"],
     script:
         "../workflow/scripts/answer_run.py"
+
+
+use rule answer_run as answer_run_part with:
+    output:
+        **in_part(ANSWER_RUN["output"]),
+    log:
+        in_part(ANSWER_RUN["log"]),
+    benchmark:
+        in_part(ANSWER_RUN["benchmark"])
+    wildcard_constraints:
+        dataset=SHARDED,
 
 
 # Every run scored by every judge: NDCG@k, Recall@k (with intervals), Judged@k, condensed lists.

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 import llm_utility.generation as generation
 from llm_utility import pipeline
@@ -435,3 +436,56 @@ def test_attention_runs_in_a_session_of_its_own_when_the_llm_generates_elsewhere
     )
     assert pl.read_parquet(out)["qid"].unique().sort().to_list() == ["q1", "q2"]
     assert [p.name.split(".")[0] for p in sorted(store.glob("*.sqlite"))] == ["judge+attention"]
+
+
+def test_a_sharded_job_gathers_to_the_unsharded_tables(run, tmp_path):
+    """Query shards change no number: each part's job (its part's query ids, a store of its own, so
+    nothing is served from the unsharded run) and the gather of the parts give frame-equal tables,
+    row for row, for the answers (with and without derived tables) and for every judgment, ranking
+    and perplexity, also when judgments.max_queries cuts across the parts."""
+    from llm_utility.workflow.parts import part_name, part_queries
+
+    prompts, judge_cfg, rank_cfg = str(REPO / "config" / "prompts.yaml"), with_defaults("judgments", {}), with_defaults("rankings", {})
+    manifest = str(run["tmp"] / "std-a" / "manifest.json")
+    answer_outputs = ("none", "single", "topk", "union", "human")
+    gold_tables = {f"gold_U_from_{s}": str(run["tmp"] / s / "gold_U.parquet") for s in LLMS}
+    methods = ("pointwise", "pointwise_pa", "listwise_pa")
+    rankings = ("listwise_pa", "likelihood", "attention")
+    parts = [part_name(i, 3) for i in (1, 2, 3)]  # 4 queries: parts of 2, 1 and 1
+    for part in parts:
+        qids = part_queries(str(run["queries"]), part, DATASET)
+        here = tmp_path / part
+        common = dict(dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=prompts, manifest=manifest,
+                      spec=run["spec"], store=str(here / "store"), qids=qids)
+        pipeline.answer_job(tables={}, outputs={c: str(here / f"{c}.parquet") for c in answer_outputs}, job=f"answer_candidates_{part}", **common)
+        pipeline.answer_job(tables=gold_tables, outputs={c: str(here / f"{c}.parquet") for c in gold_tables}, job=f"answer_gold_U_{part}", **common)
+        pipeline.judge_job(
+            job=f"judge_{part}", judgments={m: str(here / f"j_{m}.parquet") for m in methods},
+            rankings={m: str(here / f"r_{m}.parquet") for m in rankings}, perplexity=str(here / "perplexity.parquet"),
+            gold_U=str(run["tmp"] / "std-a" / "gold_U.parquet"), pseudo_answers={"topk": run["ans"]("std-a", "topk")},
+            max_new_tokens={"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"], "thinking": 64},
+            rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common,
+        )
+    unsharded = {c: run["ans"]("std-a", c) for c in (*answer_outputs, *gold_tables)}
+    unsharded |= {f"j_{m}": str(run["tmp"] / "std-a" / "judgments" / f"{m}.parquet") for m in methods}
+    unsharded |= {f"r_{m}": str(run["tmp"] / "std-a" / "rankings" / f"{m}.parquet") for m in rankings}
+    unsharded["perplexity"] = str(run["tmp"] / "std-a" / "perplexity.parquet")
+    gathered = pipeline.gather_parts_job(
+        parts={key: [str(tmp_path / part / f"{key}.parquet") for part in parts] for key in unsharded},
+        outputs={key: str(tmp_path / "gathered" / f"{key}.parquet") for key in unsharded},
+    )
+    for key, path in unsharded.items():
+        expected = pl.read_parquet(path)
+        assert expected.height > 0, key
+        assert_frame_equal(pl.read_parquet(tmp_path / "gathered" / f"{key}.parquet"), expected, check_exact=True)
+        assert gathered[key].height == expected.height
+    # Each part answered only its own queries, and the judge of the last part judged none (max_queries 3).
+    assert pl.read_parquet(tmp_path / parts[0] / "none.parquet")["qid"].to_list() == ["q1", "q2"]
+    assert pl.read_parquet(tmp_path / parts[2] / "j_pointwise.parquet").height == 0
+
+
+def test_the_gather_refuses_parts_of_different_tables(tmp_path):
+    pl.DataFrame({"qid": ["q1"], "x": [1]}).write_parquet(tmp_path / "a.parquet")
+    pl.DataFrame({"qid": ["q2"], "x": ["one"]}).write_parquet(tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match="b.parquet: columns"):
+        pipeline.gather_parts_job(parts={"t": [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]}, outputs={"t": str(tmp_path / "t.parquet")})

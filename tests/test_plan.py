@@ -91,12 +91,15 @@ def test_model_jobs_of_the_demo(demo):
 def test_model_jobs_of_the_paper(paper):
     jobs = paper.model_jobs()
     rules = [rule for rule, _ in jobs]
-    n = 6 * 4  # datasets x LLMs
+    # datasets x LLMs, each sharded dataset's jobs once per query shard (config/paper.yaml's shards)
+    shards = {"nq": 37, "triviaqa": 4, "hotpotqa": 4, "2wikiqa": 9, "msmarco-fqa": 3, "fever": 7}
+    assert {d: paper.shards(d) for d in paper.datasets} == shards
+    n = sum(shards.values()) * 4
     assert {r: rules.count(r) for r in set(rules)} == {
         "materialize_model": 4, "answer_candidates": n, "answer_gold_C": n, "answer_gold_U": n, "judge": n,
-        "answer_thinking": 1, "judge_thinking": 1, "answer_judgments": n, "answer_reask": n, "answer_run": n,
+        "answer_thinking": 37, "judge_thinking": 37, "answer_judgments": n, "answer_reask": n, "answer_run": n,
     }
-    assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b"}) in jobs
+    assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b", "part": "1-of-37"}) in jobs
 
 
 def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_without_rag_methods():

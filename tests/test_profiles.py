@@ -29,9 +29,10 @@ def _gpu_rules() -> set[str]:
     rules, children = set(), []
     for smk in (REPO / "rules").glob("*.smk"):
         text = smk.read_text()
-        for block in re.split(r"\n(?=\s*rule |localrule )", text):
+        for block in re.split(r"\n(?=\s*(?:use )?rule |localrule )", text):
             name = re.match(r"\s*(?:local)?rule (\w+):", block)
-            if name and re.search(r"^\s+gpu=", block, re.M):
+            # gpu=... itself, or the model jobs' resources (rules/common.smk: model_resources).
+            if name and re.search(r"^\s+(gpu=|\*\*model_resources\()", block, re.M):
                 rules.add(name.group(1))
         children += re.findall(r"^\s*use rule (\w+) as (\w+)", text, re.M)
     rules |= {child for parent, child in children if parent in rules}

@@ -43,22 +43,41 @@ def paper_dag(fresh):
     return _dry_run(fresh, "--configfile", "config/paper.yaml", "-p")
 
 
-def test_paper_config_resolves_full_dag(paper_dag):
+def _paper_shards(repo):
+    return {d: spec.get("shards", 1) for d, spec in yaml.safe_load((repo / "config" / "paper.yaml").read_text())["datasets"].items()}
+
+
+def _model_jobs(counts, rule):
+    """Jobs of a model rule: one per (dataset, LLM) of an unsharded dataset, one per query shard
+    (rule <rule>_part) of a sharded one."""
+    return counts.get(rule, 0) + counts.get(f"{rule}_part", 0)
+
+
+def test_paper_config_resolves_full_dag(paper_dag, repo):
     counts = _job_counts(paper_dag)
     n_datasets, n_llms, n_thinking = 6, 4, 1
+    # datasets.<name>.shards: each model job of a sharded dataset runs once per query shard, and one
+    # gather job per (rule, dataset, LLM) writes the table every consumer reads.
+    shards = _paper_shards(repo)
+    jobs_per_llm = sum(shards.values())
+    sharded = sum(1 for n in shards.values() if n > 1)
     assert counts["materialize_model"] == n_llms
     assert counts["candidate_passages"] == n_datasets
-    assert counts["answer_candidates"] == n_datasets * n_llms
+    assert _model_jobs(counts, "answer_candidates") == jobs_per_llm * n_llms
+    assert counts.get("answer_candidates_gather", 0) == sharded * n_llms
     assert counts["gold_sets"] == n_datasets * n_llms
     # One engine start per (dataset, LLM, candidate set) answers every LLM's gold set.
-    assert counts["answer_gold_C"] == counts["answer_gold_U"] == n_datasets * n_llms
+    assert _model_jobs(counts, "answer_gold_C") == _model_jobs(counts, "answer_gold_U") == jobs_per_llm * n_llms
     # One judge job per pair (every configured selection, ranking and perplexity: one engine start),
     # the thinking ones for the one model with a thinking switch on NQ, with its thinking
     # pseudo-answer there, and one job answering with every judgment-derived context.
-    assert counts["judge"] == counts["rank_retriever"] == counts["answer_judgments"] == n_datasets * n_llms
-    assert counts["judge_thinking"] == counts["answer_thinking"] == n_thinking
+    assert _model_jobs(counts, "judge") == _model_jobs(counts, "answer_judgments") == jobs_per_llm * n_llms
+    assert counts["rank_retriever"] == n_datasets * n_llms
+    assert _model_jobs(counts, "judge_thinking") == _model_jobs(counts, "answer_thinking") == n_thinking * shards["nq"]
     # The re-ask control: one job per pair (none, human, topk, union and every LLM's gold sets re-asked).
-    assert counts["answer_reask"] == n_datasets * n_llms
+    assert _model_jobs(counts, "answer_reask") == jobs_per_llm * n_llms
+    for rule in ("answer_gold_C", "answer_gold_U", "judge", "answer_judgments", "answer_reask", "answer_run"):
+        assert counts.get(f"{rule}_gather", 0) == sharded * n_llms, rule
     assert counts["qrels"] == n_datasets * n_llms * 2
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
         assert counts[table] == 1, table
@@ -78,7 +97,7 @@ def test_paper_config_resolves_full_dag(paper_dag):
     # top-k read once, answered with by every LLM (BGE-M3's is the topk answer: no job of its own).
     assert counts["bm25_index"] == 2 and counts["retrieve_bm25"] == counts["retrieve"] == n_datasets
     assert counts["run_topk"] == 2 * n_datasets
-    assert counts["answer_run"] == n_datasets * n_llms
+    assert _model_jobs(counts, "answer_run") == jobs_per_llm * n_llms
     assert counts["external_runs"] == counts["qrels_agreement"] == counts["retrieval_table"] == 1
 
 
@@ -86,6 +105,7 @@ MODEL_RULES = (
     "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
     "judge_thinking", "answer_judgments", "answer_reask", "answer_run",
 )
+MODEL_RULES += tuple(f"{r}_part" for r in MODEL_RULES[1:])
 
 
 def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
@@ -95,16 +115,18 @@ def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
     alone = _job_counts(_dry_run(fresh, "results/tables/cost.md", "--configfile", "config/paper.yaml"))
     full = _job_counts(paper_dag)
     assert {r: alone.get(r, 0) for r in MODEL_RULES} == {r: full.get(r, 0) for r in MODEL_RULES}
-    assert alone["answer_thinking"] == 1 and alone["judge"] == full["judge"] > 0
+    assert _model_jobs(alone, "answer_thinking") >= 1 and _model_jobs(alone, "judge") == _model_jobs(full, "judge") > 0
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):
     for rule in ("answer_candidates", "answer_gold_U", "judge", "judge_thinking", "answer_judgments", "answer_run"):
-        jobs = re.findall(rf"rule {rule}:.*?resources: ([^\n]*)", paper_dag, re.S)
+        jobs = re.findall(rf"rule {rule}(?:_part)?:.*?resources: ([^\n]*)", paper_dag, re.S)
         assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
+        # Every model job asks for the runtime its expected time needs, within the 8-hour limit.
+        assert all(0 < int(re.search(r"runtime=(\d+)", r).group(1)) <= 480 for r in jobs), rule
     # qwen3-32b is configured with two GPUs (tensor parallel)
-    assert re.search(r"output: results/nq/qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
-    assert re.search(r"output: [^\n]*results/nq/qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2", paper_dag, re.S)
+    assert re.search(r"output: results/nq/(parts/1-of-\d+/)?qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
+    assert re.search(r"output: [^\n]*results/nq/(parts/1-of-\d+/)?qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2", paper_dag, re.S)
 
 
 def test_default_config_resolves(fresh):

@@ -28,7 +28,7 @@ one-passage one is a ``single`` call; an empty re-asked gold set is the ``reask_
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -104,6 +104,18 @@ class Candidates:
 
     def of(self, name: str) -> dict[str, list[str]]:
         return {"C": self.C, "U": self.U}[name]
+
+    def restrict(self, qids: Iterable[str]) -> Candidates:
+        """Only the queries ``qids`` (a query shard's), in this table's order, and their passages."""
+        keep = set(qids)
+        U = {q: u for q, u in self.U.items() if q in keep}
+        pids = {p for u in U.values() for p in u}
+        return Candidates(
+            {q: c for q, c in self.C.items() if q in keep},
+            U,
+            {q: h for q, h in self.human.items() if q in keep},
+            {p: v for p, v in self.passages.items() if p in pids},
+        )
 
     @classmethod
     def from_table(cls, table: pl.DataFrame) -> Candidates:

@@ -4,7 +4,7 @@ script calls one of them; tests call them directly.
 
 Grouped by stage as the DAG is: ``data`` (corpora and query sets), ``retrieval``, ``answers``
 (candidate passages, answers, gold sets), ``judgments`` (selections, rankings, perplexity, qrels),
-``runs`` (every run scored by every judge, and the qrels' agreement with RAG), ``report`` (tables
+``parts`` (the gather of a sharded model job's parts), ``runs`` (every run scored by every judge, and the qrels' agreement with RAG), ``report`` (tables
 and figures) and ``findings`` (findings, the transfer control, cost, config). The
 jobs of every stage but ``data`` are re-exported here, so a script reads ``pipeline.table1_job``;
 ``common`` holds what the jobs that load a model share.
@@ -13,6 +13,7 @@ jobs of every stage but ``data`` are re-exported here, so a script reads ``pipel
 from .answers import answer_job, candidates_job, gold_job, read_candidates
 from .findings import config_job, cost_job, findings_job, transfer_unknown_job
 from .judgments import judge_job, qrels_job, rank_retriever_job
+from .parts import gather_parts_job
 from .report import (
     empty_answers_job,
     overlap_figure_job,
@@ -38,6 +39,7 @@ __all__ = [
     "empty_answers_job",
     "external_runs_job",
     "findings_job",
+    "gather_parts_job",
     "gold_job",
     "judge_job",
     "overlap_figure_job",

@@ -42,9 +42,12 @@ def answer_job(
     job: str,
     synonyms: Mapping[str, Sequence[str]] | None = None,
     threads: int | None = None,
+    qids: Sequence[str] | None = None,
     log: logging.Logger = _log,
 ) -> dict:
     """Answer every context named in ``outputs`` (context -> parquet path) and write the tables.
+
+    ``qids``: the queries of a query shard (``workflow.parts``), the only ones answered; None: all.
 
     ``tables`` maps a derived context (gold_*, selected_*, reranked_*) to the table it is made from.
     All contexts go to the store in one call, so prompts shared between contexts are computed once
@@ -55,6 +58,9 @@ def answer_job(
 
     q = read_table(queries, QUERIES_SCHEMA)
     cands = read_candidates(candidates)
+    if qids is not None:
+        cands = cands.restrict(qids)
+        log.info("query shard: %d of %d queries", len(cands.U), q.height)
     derived = {ctx: read_table(tables[ctx]) for ctx in outputs if ctx in tables}
     requests = {ctx: context_requests(ctx, cands, derived.get(ctx)) for ctx in outputs}
     # Another run's top-k brings passages of its own, beyond the candidates U.

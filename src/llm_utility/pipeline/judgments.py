@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -50,6 +50,7 @@ def judge_job(
     rankings_cfg: Mapping[str, Any] | None = None,
     max_queries: int | None = None,
     threads: int | None = None,
+    qids: Sequence[str] | None = None,
     log: logging.Logger = _log,
 ) -> dict[str, pl.DataFrame]:
     """Everything one LLM judges or scores about one dataset's candidates, in one model session:
@@ -67,14 +68,21 @@ def judge_job(
 
     ``pseudo_answers`` maps the answer contexts the pseudo-answers come from (``topk``,
     ``topk_think``) to their files. Judgments and rankings cover the first ``max_queries`` queries
-    (all when None); perplexity covers every query with a gold set.
+    (all when None); perplexity covers every query with a gold set. ``qids``: the queries of a
+    query shard (``workflow.parts``): only those of them are judged, ranked and scored (None: all).
     """
     rankings = dict(rankings or {})
     methods = {name: ranking_method(name) for name in rankings}
     selection = [selection_method(name) for name in judgments]
     q = read_table(queries, QUERIES_SCHEMA)
+    # max_queries is the dataset's first N: a shard judges those of them it holds.
     judged = _judged(q, max_queries)
     cands = read_candidates(candidates)
+    if qids is not None:
+        keep = list(qids)
+        judged, q = judged.filter(pl.col("qid").is_in(keep)), q.filter(pl.col("qid").is_in(keep))
+        cands = cands.restrict(qids)
+        log.info("query shard: %d of the dataset's queries, %d judged", q.height, judged.height)
     pseudo = _pseudo_answers(pseudo_answers or {})
     wordings = load_prompts(prompts)
     cfg = dict(rankings_cfg or {})

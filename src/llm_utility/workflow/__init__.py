@@ -6,6 +6,8 @@ of the library from Python needs. No module here imports Snakemake at import tim
 - ``canonical``: the config in one form for one meaning (key order does not rerun jobs);
 - ``keys``: keyed inputs (a rule names each input by its key, its job reads the keys back);
 - ``operational``: where the generation store and the GPU locks live;
+- ``parts``: query shards of a dataset's model jobs (which queries part i of n holds);
+- ``estimates``: each model job's expected time from token counts, and the shards a dataset needs;
 - ``by_hand``: ``mock_snakemake``, to run any job's script by hand.
 """
 
@@ -14,6 +16,7 @@ from .canonical import canonical_config, canonicalize_config
 from .checks import check_config
 from .keys import input_key, keyed_inputs
 from .operational import gpu_lock_dir, store_root
+from .parts import part_queries
 from .plan import Plan
 
 __all__ = [
@@ -25,5 +28,6 @@ __all__ = [
     "input_key",
     "keyed_inputs",
     "mock_snakemake",
+    "part_queries",
     "store_root",
 ]

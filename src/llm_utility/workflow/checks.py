@@ -30,6 +30,13 @@ def check_config(config: Mapping[str, Any]) -> None:
             )
         if ds["source"] == "worldfacts" and corpora[ds["corpus"]]["source"] != "worldfacts":
             raise ValueError(f"config: datasets.{name}: worldfacts queries need a worldfacts corpus")
+        # Where the query count is known now (limit, n_queries); otherwise the shard job checks it.
+        known = [n for n in (ds.get("limit"), ds.get("n_queries") if ds["source"] == "worldfacts" else None) if n]
+        if known and (ds.get("shards") or 1) > min(known):
+            raise ValueError(
+                f"config: datasets.{name}.shards is {ds['shards']}, more than the dataset's {min(known)} queries: "
+                f"lower it to at most {min(known)}"
+            )
     for slug, spec in config["llms"].items():
         normalize_spec(spec, slug)
     judgments = config.get("judgments", {})

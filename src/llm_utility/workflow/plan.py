@@ -26,6 +26,7 @@ from ..retrieval.lexical import BACKEND as BM25
 from ..retrieval.lexical import spec_keys
 from .checks import BENCHMARK_SOURCES
 from .operational import OPERATIONAL_KEYS
+from .parts import part_names
 
 BM25_KEYS = spec_keys()
 # Table 8 compares these two selection methods when both are judged.
@@ -39,6 +40,14 @@ FIGURE9_PREFERRED = "listwise_pa"
 WORLDFACTS_STANDS_FOR = {"single_hop": ["nq", "triviaqa"], "two_hop": ["hotpotqa", "2wikiqa"], "claim": ["fever"]}
 # A KILT file's name says its task (nq-dev-kilt.jsonl, triviaqa-dev_id-kilt.jsonl, ...).
 KILT_FILE_PREFIXES = {"nq-": "nq", "triviaqa-": "triviaqa", "hotpotqa-": "hotpotqa", "fever-": "fever"}
+
+
+# The paper's query counts (Table 6), for the runtime estimates of a dataset that stands for one.
+PAPER_QUERY_COUNTS = {"nq": 2837, "hotpotqa": 5600, "2wikiqa": 12576, "triviaqa": 5359, "msmarco-fqa": 3199, "fever": 10245}
+# Config keys that only schedule jobs (shards, runtime estimates): kept out of every job's params, so
+# setting them reruns nothing that was made (the shards change which jobs make a table, not the table).
+DATASET_SCHEDULING_KEYS = ("shards", "expected_queries")
+LLM_SCHEDULING_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s")
 
 
 def paper_datasets_of(name: str, spec: Mapping[str, Any]) -> list[str] | None:
@@ -126,6 +135,51 @@ class Plan:
         if ds["source"] == "kilt" and corpus["source"] == "kilt":
             return "span"
         return "title-text"
+
+    def dataset_spec(self, dataset: str) -> dict[str, Any]:
+        """The dataset's config entry as its data jobs get it: without the scheduling keys."""
+        return {k: v for k, v in self.config["datasets"][dataset].items() if k not in DATASET_SCHEDULING_KEYS}
+
+    def llm_spec(self, llm: str) -> dict[str, Any]:
+        """The LLM's config entry as its jobs get it (their `spec` param): without the keys that only
+        estimate runtimes."""
+        return {k: v for k, v in self.config["llms"][llm].items() if k not in LLM_SCHEDULING_KEYS}
+
+    # --- query shards of the model jobs (workflow.parts) -------------------------------------------
+
+    def shards(self, dataset: str) -> int:
+        return int(self.config["datasets"][dataset].get("shards") or 1)
+
+    def parts(self, dataset: str) -> list[str]:
+        """The query shards of ``dataset``'s model jobs (``1-of-4``, ...); none when unsharded."""
+        return part_names(self.shards(dataset))
+
+    @functools.cached_property
+    def sharded_datasets(self) -> list[str]:
+        return [d for d in self.datasets if self.parts(d)]
+
+    @functools.cached_property
+    def unsharded_datasets(self) -> list[str]:
+        return [d for d in self.datasets if not self.parts(d)]
+
+    def expected_queries(self, dataset: str) -> int | None:
+        """The query count of ``dataset`` that runtime estimates assume: ``expected_queries``, else
+        the smallest of ``limit``, ``n_queries`` (worldfacts) and the paper's Table 6 count of the one
+        paper dataset it stands for; None when none is known (a local file, the whole MS MARCO QnA
+        dev set)."""
+        spec = self.config["datasets"][dataset]
+        if spec.get("expected_queries"):
+            return int(spec["expected_queries"])
+        known = []
+        if spec.get("limit"):
+            known.append(int(spec["limit"]))
+        if spec["source"] == "worldfacts":
+            known.append(int(spec["n_queries"]))
+        paper = paper_datasets_of(dataset, spec) or []
+        full_msmarco = spec["source"] == "msmarco-qa" and not spec.get("ranking_queries")
+        if spec["source"] in BENCHMARK_SOURCES and len(paper) == 1 and paper[0] in PAPER_QUERY_COUNTS and not full_msmarco:
+            known.append(PAPER_QUERY_COUNTS[paper[0]])
+        return min(known) if known else None
 
     # --- retrieval runs: the configured retriever's, the other retrievers', run files -------------------
 
@@ -350,7 +404,7 @@ class Plan:
 
     def thinking_spec(self, llm: str) -> dict[str, Any]:
         """The LLM's spec with thinking on (judge_thinking)."""
-        return {**self.config["llms"][llm], "enable_thinking": True, "stop": []}
+        return {**self.llm_spec(llm), "enable_thinking": True, "stop": []}
 
     def thinking_answer_spec(self, llm: str) -> dict[str, Any]:
         """topk_think: the top-k answer with thinking on and the thinking budget (pseudo-answer (T))."""
@@ -423,7 +477,15 @@ class Plan:
     # --- model jobs ---------------------------------------------------------------------------------
 
     def model_jobs(self) -> list[tuple[str, dict[str, str]]]:
-        """Every job that loads an LLM, as (rule, wildcards): the cost table's rows."""
+        """Every job that loads an LLM, as (rule, wildcards): the cost table's rows. A sharded
+        dataset's jobs come once per query shard, with a ``part`` wildcard (rule ``<rule>_part``)."""
+        jobs: list[tuple[str, dict[str, str]]] = []
+        for rule, wc in self._model_jobs():
+            parts = self.parts(wc["dataset"]) if "dataset" in wc else []
+            jobs += [(rule, {**wc, "part": part}) for part in parts] if parts else [(rule, wc)]
+        return jobs
+
+    def _model_jobs(self) -> list[tuple[str, dict[str, str]]]:
         pairs = [{"dataset": d, "llm": llm} for d in self.datasets for llm in self.llms]
         thinking = [{"dataset": d, "llm": llm} for d, llm in self.thinking_pairs]
         jobs: list[tuple[str, dict[str, str]]] = [("materialize_model", {"llm": llm}) for llm in self.llms]

@@ -1,0 +1,69 @@
+"""Query shards ("parts") of a dataset's model jobs: which queries part i of n holds, its name in
+paths and wildcards, and the gather of per-part tables. A dataset with ``datasets.<name>.shards: n``
+gets each model job n times, one per part, so that no job outlives a scheduler's time limit; a
+gather job concatenates the parts' tables, in part order, into the table one job would have written.
+
+Parts are contiguous blocks of the dataset's query order (the order of ``queries.parquet``, which
+every answer, judgment and ranking table follows), so the gathered table is row for row the
+unsharded one. Pure functions of their arguments; no Snakemake.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_PART = re.compile(r"^(\d+)-of-(\d+)$")
+
+
+def part_name(index: int, count: int) -> str:
+    """The name of part ``index`` (1-based) of ``count`` in paths and the ``part`` wildcard: ``2-of-4``."""
+    if not 1 <= index <= count:
+        raise ValueError(f"part {index} of {count}: a part is numbered 1 to {count}")
+    return f"{index}-of-{count}"
+
+
+def part_names(count: int) -> list[str]:
+    """Every part of a dataset with ``count`` shards, in order; none when it is not sharded (1)."""
+    return [part_name(i, count) for i in range(1, count + 1)] if count > 1 else []
+
+
+def parse_part(name: str) -> tuple[int, int]:
+    """(index, count) of a part name (``2-of-4`` -> (2, 4))."""
+    match = _PART.match(name)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise ValueError(f"'{name}' is not a part name (<i>-of-<n>, 1 <= i <= n)")
+    return int(match[1]), int(match[2])
+
+
+def part_bounds(total: int, index: int, count: int) -> tuple[int, int]:
+    """[start, stop) of part ``index`` (1-based) of ``count`` over ``total`` items: contiguous
+    blocks in order, every item in exactly one, sizes differing by at most one (the first
+    ``total % count`` parts hold one more)."""
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"part {index} of {count}: a part is numbered 1 to {count}")
+    size, extra = divmod(total, count)
+    start = (index - 1) * size + min(index - 1, extra)
+    return start, start + size + (1 if index <= extra else 0)
+
+
+def query_part(qids: Sequence[str], index: int, count: int, key: str = "shards") -> list[str]:
+    """The query ids part ``index`` of ``count`` holds: a contiguous block of ``qids`` (the
+    dataset's query order). More parts than queries would leave a part empty: a ValueError naming
+    the config ``key`` (``datasets.<name>.shards``)."""
+    if count > len(qids):
+        raise ValueError(f"{key} is {count}, more than the dataset's {len(qids)} queries: lower it to at most {len(qids)}")
+    start, stop = part_bounds(len(qids), index, count)
+    return list(qids[start:stop])
+
+
+def part_queries(queries: str, part: str | None, dataset: str) -> list[str] | None:
+    """The query ids a model job of ``part`` covers, read from the dataset's ``queries`` table (its
+    qid column, in order); None for an unsharded job (``part`` None or empty: every query)."""
+    if not part:
+        return None
+    import polars as pl
+
+    index, count = parse_part(part)
+    qids = pl.read_parquet(queries, columns=["qid"])["qid"].to_list()
+    return query_part(qids, index, count, key=f"datasets.{dataset}.shards")
