@@ -23,9 +23,11 @@ from llm_utility.workflow import (
     input_key,
 )  # noqa: E402
 from llm_utility.workflow.estimates import (
+    rules_of,
     runtime_minutes,
     shards_needed,
 )  # noqa: E402
+from llm_utility.workflow.parts import SHARDABLE_RULES  # noqa: E402
 
 # HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
 # variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
@@ -112,16 +114,23 @@ wildcard_constraints:
     run=alternatives(sorted({r for d in DATASETS for r in PLAN.runs_of(d)})),
     candidates="C|U",
     shard=r"\d+",
-    # Query shards of the model jobs (datasets.<name>.shards > 1): 1-of-4, ...
-    part=alternatives(sorted({p for d in DATASETS for p in PLAN.parts(d)})),
+    # Query shards of the model jobs (a rule's datasets.<name>.shards > 1): 1-of-4, ...
+    part=alternatives(PLAN.all_parts),
 
 
 # A model rule that opts in to query shards (docs/architecture.md, "Query shards") takes
-# `dataset=UNSHARDED`; its `<rule>_part` twin, one job per part of a sharded dataset, `dataset=SHARDED`;
-# and `<rule>_gather` (rules/parts.smk) writes the unsharded paths from the parts. So every path has
-# exactly one rule, and a config without shards has no part or gather job.
-SHARDED = alternatives(PLAN.sharded_datasets)
-UNSHARDED = alternatives(PLAN.unsharded_datasets)
+# `dataset=unsharded(rule)`, the datasets where the rule has 1 shard; its `<rule>_part` twin, one job
+# per part, `dataset=sharded(rule)`, the others; and `<rule>_gather` (rules/parts.smk) writes the
+# unsharded paths from the parts. So every path has exactly one rule, and a config without shards
+# has no part or gather job. Per rule, since datasets.<name>.shards may give each rule its own count.
+def sharded(rule):
+    return alternatives(PLAN.sharded_datasets(rule))
+
+
+def unsharded(rule):
+    return alternatives(PLAN.unsharded_datasets(rule))
+
+
 # Each opting-in rule's files (output, log, benchmark patterns), for its part twin and its gather.
 SHARDABLE = {}
 
@@ -138,22 +147,28 @@ def in_part(pattern):
 
 def shardable(rule, output, log, benchmark):
     """Register ``rule``'s files (for its part twin and its gather) and return them."""
+    # The config's shards mappings are checked against that list (llm_utility.workflow.parts).
+    if rule not in SHARDABLE_RULES:
+        raise ValueError(
+            f"{rule}: add it to llm_utility.workflow.parts.SHARDABLE_RULES"
+        )
     SHARDABLE[rule] = {"output": output, "log": log, "benchmark": benchmark}
     return SHARDABLE[rule]
 
 
-# A dataset whose longest model job would outlive the scheduler's limit: say so with what fits.
+# A model rule whose longest job of a dataset would outlive the scheduler's limit: say so with what fits.
 _limits = config["resources"]
 for _d in DATASETS:
-    _needed = shards_needed(PLAN, _d)
-    if _needed is not None and _needed > PLAN.shards(_d):
-        print(
-            f"Warning: datasets.{_d}.shards is {PLAN.shards(_d)}: its longest model job is expected "
-            f"to outlive resources.max_job_hours ({_limits['max_job_hours']} h, runtime_margin "
-            f"{_limits['runtime_margin']}); {_needed} shards fit "
-            "(python -m llm_utility.workflow.estimates <config>).",
-            file=sys.stderr,
-        )
+    for _r in rules_of(PLAN, _d):
+        _needed = shards_needed(PLAN, _d, _r)
+        if _needed is not None and _needed > PLAN.shards(_d, _r):
+            print(
+                f"Warning: {PLAN.shards_key(_d, _r)} gives {_r} {PLAN.shards(_d, _r)} shards of {_d}: its "
+                f"longest job is expected to outlive resources.max_job_hours ({_limits['max_job_hours']} h, "
+                f"runtime_margin {_limits['runtime_margin']}); datasets.{_d}.shards.{_r}: {_needed} fits "
+                "(python -m llm_utility.workflow.estimates <config>).",
+                file=sys.stderr,
+            )
 
 
 # --- what each job asks a scheduler for (config `resources`; an LLM's own mem_mb/runtime first) ----

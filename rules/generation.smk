@@ -93,7 +93,7 @@ rule answer_candidates:
     benchmark:
         ANSWER_CANDIDATES["benchmark"]
     wildcard_constraints:
-        dataset=UNSHARDED,
+        dataset=unsharded("answer_candidates"),
     # The candidate answers feed everything after them (gold sets, judgments, transfer): run them
     # first, so that the last minutes are many short jobs side by side, not one long chain.
     priority: PRIORITY["answer_candidates"]
@@ -117,7 +117,7 @@ use rule answer_candidates as answer_candidates_part with:
     benchmark:
         in_part(ANSWER_CANDIDATES["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_candidates"),
 
 
 # Every LLM's gold set among C (or U), answered by {llm}; its own is gold_C_from_{llm}. One engine start
@@ -146,6 +146,8 @@ use rule answer_candidates as answer_gold_C with:
         ANSWER_GOLD["C"]["log"],
     benchmark:
         ANSWER_GOLD["C"]["benchmark"]
+    wildcard_constraints:
+        dataset=unsharded("answer_gold_C"),
     priority: PRIORITY["answer_gold"]
     resources:
         **model_resources("answer_gold_C"),
@@ -159,7 +161,7 @@ use rule answer_gold_C as answer_gold_C_part with:
     benchmark:
         in_part(ANSWER_GOLD["C"]["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_gold_C"),
 
 
 use rule answer_candidates as answer_gold_U with:
@@ -172,6 +174,8 @@ use rule answer_candidates as answer_gold_U with:
         ANSWER_GOLD["U"]["log"],
     benchmark:
         ANSWER_GOLD["U"]["benchmark"]
+    wildcard_constraints:
+        dataset=unsharded("answer_gold_U"),
     priority: PRIORITY["answer_gold"]
     resources:
         **model_resources("answer_gold_U"),
@@ -185,7 +189,7 @@ use rule answer_gold_U as answer_gold_U_part with:
     benchmark:
         in_part(ANSWER_GOLD["U"]["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_gold_U"),
 
 
 # The re-ask control (docs/method.md, "The re-ask"): none, human, topk, union and every LLM's gold
@@ -212,6 +216,8 @@ if PLAN.reask:
             ANSWER_REASK["log"],
         benchmark:
             ANSWER_REASK["benchmark"]
+        wildcard_constraints:
+            dataset=unsharded("answer_reask"),
         priority: PRIORITY["answer_reask"]
         resources:
             **model_resources("answer_reask"),
@@ -224,4 +230,4 @@ if PLAN.reask:
         benchmark:
             in_part(ANSWER_REASK["benchmark"])
         wildcard_constraints:
-            dataset=SHARDED,
+            dataset=sharded("answer_reask"),

@@ -45,6 +45,8 @@ use rule answer_candidates as answer_thinking with:
         ANSWER_THINKING["log"],
     benchmark:
         ANSWER_THINKING["benchmark"]
+    wildcard_constraints:
+        dataset=unsharded("answer_thinking"),
     priority: PRIORITY["answer_judgments"]
     resources:
         **model_resources("answer_thinking"),
@@ -61,7 +63,7 @@ use rule answer_thinking as answer_thinking_part with:
     benchmark:
         in_part(ANSWER_THINKING["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_thinking"),
 
 
 # Selections with every configured method, the LLM's utility rankings and its perplexities.
@@ -86,7 +88,7 @@ rule judge:
     benchmark:
         JUDGE_FILES["benchmark"]
     wildcard_constraints:
-        dataset=UNSHARDED,
+        dataset=unsharded("judge"),
     priority: PRIORITY["judge"]
     conda:
         llm_conda_env
@@ -110,7 +112,7 @@ use rule judge as judge_part with:
     benchmark:
         in_part(JUDGE_FILES["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("judge"),
 
 
 # The selections with thinking on (Table 5), for models with a thinking switch.
@@ -132,6 +134,8 @@ use rule judge as judge_thinking with:
         JUDGE_THINKING["log"],
     benchmark:
         JUDGE_THINKING["benchmark"]
+    wildcard_constraints:
+        dataset=unsharded("judge_thinking"),
     resources:
         **model_resources("judge_thinking"),
     params:
@@ -149,7 +153,7 @@ use rule judge_thinking as judge_thinking_part with:
     benchmark:
         in_part(JUDGE_THINKING["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("judge_thinking"),
 
 
 # The retrieval order as a ranking: the baseline of Table 4 (no model).
@@ -197,6 +201,8 @@ use rule answer_candidates as answer_judgments with:
         ANSWER_JUDGMENTS["log"],
     benchmark:
         ANSWER_JUDGMENTS["benchmark"]
+    wildcard_constraints:
+        dataset=unsharded("answer_judgments"),
     priority: PRIORITY["answer_judgments"]
     resources:
         **model_resources("answer_judgments"),
@@ -210,7 +216,7 @@ use rule answer_judgments as answer_judgments_part with:
     benchmark:
         in_part(ANSWER_JUDGMENTS["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_judgments"),
 
 
 # Each LLM's gold sets as TREC qrels, so any retriever's run can be scored by LLM-specific utility.

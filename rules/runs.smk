@@ -76,7 +76,7 @@ rule answer_run:
     benchmark:
         ANSWER_RUN["benchmark"]
     wildcard_constraints:
-        dataset=UNSHARDED,
+        dataset=unsharded("answer_run"),
     priority: PRIORITY["answer_gold"]
     conda:
         llm_conda_env
@@ -98,7 +98,7 @@ use rule answer_run as answer_run_part with:
     benchmark:
         in_part(ANSWER_RUN["benchmark"])
     wildcard_constraints:
-        dataset=SHARDED,
+        dataset=sharded("answer_run"),
 
 
 # Every run scored by every judge: NDCG@k, Recall@k (with intervals), Judged@k, condensed lists.

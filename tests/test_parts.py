@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import pytest
 import yaml
@@ -13,7 +14,7 @@ from snakemake.utils import validate
 
 from llm_utility.workflow import Plan, check_config
 from llm_utility.workflow import estimates
-from llm_utility.workflow.parts import parse_part, part_bounds, part_name, part_names, query_part
+from llm_utility.workflow.parts import SHARDABLE_RULES, parse_part, part_bounds, part_name, part_names, query_part
 from workflow_runner import REPO
 
 
@@ -56,8 +57,8 @@ def test_a_config_s_parts_and_part_jobs():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = 3
     plan = Plan(cfg)
-    assert plan.sharded_datasets == ["wf-twohop"] and plan.unsharded_datasets == ["wf-single", "wf-claims"]
-    assert plan.parts("wf-twohop") == ["1-of-3", "2-of-3", "3-of-3"] and plan.parts("wf-single") == []
+    assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.unsharded_datasets("judge") == ["wf-single", "wf-claims"]
+    assert plan.parts("wf-twohop", "judge") == ["1-of-3", "2-of-3", "3-of-3"] and plan.parts("wf-single", "judge") == []
     unsharded = Plan(_config("config.yaml")).model_jobs()
     jobs = plan.model_jobs()
     # Every job of the sharded dataset three times, one per part; the others as they were.
@@ -67,6 +68,75 @@ def test_a_config_s_parts_and_part_jobs():
     assert ("judge", {"dataset": "wf-twohop", "llm": "smollm2-135m", "part": "2-of-3"}) in jobs
     # The scheduling keys never reach a job's params (setting them reruns nothing).
     assert "shards" not in plan.dataset_spec("wf-twohop") and "prefill_tokens_per_s" not in plan.llm_spec("smollm2-135m")
+
+
+def test_shards_per_rule():
+    cfg = _config("config.yaml")
+    cfg["datasets"]["wf-twohop"]["shards"] = {"default": 2, "judge": 4, "answer_run": 1}
+    cfg["datasets"]["wf-single"]["shards"] = {"answer_gold_C": 3}  # default: 1
+    plan = Plan(cfg)
+    assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates", "judge_part")] == [4, 1, 2, 4]
+    assert [plan.shards("wf-single", r) for r in ("answer_gold_C", "answer_gold_U", "judge")] == [3, 1, 1]
+    assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.sharded_datasets("answer_run") == []
+    assert plan.sharded_datasets("answer_gold_C") == ["wf-single", "wf-twohop"]
+    assert plan.unsharded_datasets("answer_gold_C") == ["wf-claims"]
+    assert plan.all_parts == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
+    base = Plan(_config("config.yaml")).model_jobs()
+    jobs = plan.model_jobs()
+
+    def count(rule, dataset):
+        return sum(1 for r, wc in jobs if r == rule and wc["dataset"] == dataset), sum(
+            1 for r, wc in base if r == rule and wc["dataset"] == dataset)
+
+    # Each (rule, dataset)'s jobs: its own count of parts per job of the unsharded plan.
+    assert count("judge", "wf-twohop") == (4 * 2, 2) and count("answer_run", "wf-twohop") == (2, 2)
+    assert count("answer_candidates", "wf-twohop") == (2 * 2, 2) and count("judge", "wf-single") == (2, 2)
+    assert count("answer_gold_C", "wf-single") == (3 * 2, 2) and count("answer_gold_U", "wf-single") == (2, 2)
+    assert ("answer_run", {"dataset": "wf-twohop", "llm": "smollm2-135m", "run": "bm25"}) in jobs
+    assert plan.shards_key("wf-twohop", "judge_part") == "datasets.wf-twohop.shards.judge"
+    assert plan.shards_key("wf-twohop", "answer_gold_U") == "datasets.wf-twohop.shards.default"
+    assert Plan(_config("config.yaml")).shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards"
+    # An integer and a mapping of only a default are the same plan.
+    cfg["datasets"]["wf-single"]["shards"] = {"default": 3}
+    cfg["datasets"]["wf-twohop"]["shards"] = 3
+    other = _config("config.yaml")
+    other["datasets"]["wf-single"]["shards"], other["datasets"]["wf-twohop"]["shards"] = 3, {"default": 3}
+    assert Plan(cfg).model_jobs() == Plan(other).model_jobs()
+
+
+@pytest.mark.parametrize("shards, message", [
+    ({"default": 2, "judge_thinkng": 3}, r"datasets\.wf-single\.shards\.judge_thinkng: not a model rule that can be sharded"),
+    ({"judge_part": 2}, r"datasets\.wf-single\.shards\.judge_part: not a model rule"),
+    ({"judge": 11}, r"datasets\.wf-single\.shards\.judge is 11, more than the dataset's 10 queries"),
+    ({"default": 11, "judge": 2}, r"datasets\.wf-single\.shards\.default is 11, more than the dataset's 10 queries"),
+    (11, r"datasets\.wf-single\.shards is 11, more than the dataset's 10 queries"),
+])
+def test_bad_shards_are_config_errors_naming_the_key(shards, message):
+    cfg = _config("config.yaml")
+    cfg["datasets"]["wf-single"]["shards"] = shards
+    with pytest.raises(ValueError, match=message):
+        check_config(cfg)
+
+
+@pytest.mark.parametrize("shards", [0, {"judge": 0}, {}, {"judge": "2"}, "auto"])
+def test_the_schema_refuses_shards_that_are_not_counts(shards):
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["datasets"]["wf-single"]["shards"] = shards
+    with pytest.raises(Exception, match="shards"):
+        validate(cfg, str(REPO / "config" / "schema.yaml"))
+
+
+def test_the_schema_names_every_shardable_rule():
+    """The schema's description lists the keys a shards mapping takes; the rules register exactly
+    these (rules/common.smk's `shardable` refuses others)."""
+    schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+    description = schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"]
+    keys = description.split("(keys: ")[1].split(";")[0].split(", ")
+    assert keys == ["default", *SHARDABLE_RULES]
+    registered = set()
+    for path in (REPO / "rules").glob("*.smk"):
+        registered |= set(re.findall(r'shardable\(\s*f?"(\w+?)(?:_\{c\})?"', path.read_text()))
+    assert registered == set(SHARDABLE_RULES) - {"answer_gold_C", "answer_gold_U"} | {"answer_gold"}
 
 
 def test_more_shards_than_known_queries_is_a_config_error():
@@ -148,10 +218,39 @@ def test_no_estimate_without_throughputs():
     assert estimates.shards_needed(plan, "wf-single") is None
 
 
+def test_shards_needed_per_rule():
+    """Each rule's fewest shards: the dataset's is the most any rule needs; a long rule no longer
+    multiplies the others."""
+    plan = Plan(_tiny_paper())
+    # answer_candidates (7.902 s per query: 22,718 s unsharded) needs 2 shards; judge (4.275 s per
+    # query: 12,428 s) fits 19,200 s in one job; answer_gold_* and answer_judgments easily.
+    assert estimates.shards_needed(plan, "nq", "answer_candidates") == 2
+    assert estimates.shards_needed(plan, "nq", "judge") == 1
+    assert estimates.shards_needed(plan, "nq") == 2
+    assert estimates.longest_job(plan, "nq", 1, "judge") == (pytest.approx(300 + 2837 * 4.275), "judge", "qwen3-8b")
+    # Configured per rule: the longest job with the configured counts.
+    cfg = _tiny_paper()
+    cfg["datasets"]["nq"]["shards"] = {"answer_candidates": 2}
+    plan = Plan(cfg)
+    assert estimates.longest_job(plan, "nq") == (pytest.approx(300 + 2837 * 4.275), "judge", "qwen3-8b")
+    row = estimates.shard_report(plan)[0]
+    assert row["shards"]["answer_candidates"] == 2 and row["shards"]["judge"] == 1 == row["shards_needed"]["judge"]
+    # answer_candidates in 2 parts, then one job each of gold C, gold U, judge and answer_judgments (the
+    # one run is BGE-M3's, the top-k answer: no answer_run).
+    assert row["model_jobs"] == 2 + 4 and row["longest_rule"] == "judge"
+
+
 def test_the_paper_config_s_shards_fit_the_limit():
-    """config/paper.yaml's shards keep every expected job within resources.max_job_hours / margin."""
+    """config/paper.yaml's shards are, per (dataset, rule), the fewest that keep every expected job
+    within resources.max_job_hours / margin: a default of 1 and the rules that need more."""
     plan = Plan(_config("paper.yaml"))
     bound = plan.config["resources"]["max_job_hours"] * 3600 / plan.config["resources"]["runtime_margin"]
     for d in plan.datasets:
-        assert plan.shards(d) >= estimates.shards_needed(plan, d), d
+        spec = plan.config["datasets"][d]["shards"]
+        assert spec["default"] == 1 and all(n > 1 for r, n in spec.items() if r != "default"), d
+        for r in estimates.rules_of(plan, d):
+            assert plan.shards(d, r) == estimates.shards_needed(plan, d, r), (d, r)
         assert estimates.longest_job(plan, d)[0] <= bound, d
+    # Table 5's thinking judgments alone need NQ's 37 parts; NQ's other jobs at most 2.
+    assert plan.shards("nq", "judge_thinking") == 37 and plan.shards("nq", "judge") == 2
+    assert max(plan.shards("nq", r) for r in estimates.rules_of(plan, "nq") if r != "judge_thinking") == 2

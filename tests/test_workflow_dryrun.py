@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 
+from llm_utility.workflow.parts import shard_count
 from workflow_runner import snakemake_cmd
 
 # Each test starts Snakemake (10-45 s on 2 cores): the slow tier.
@@ -43,41 +44,52 @@ def paper_dag(fresh):
     return _dry_run(fresh, "--configfile", "config/paper.yaml", "-p")
 
 
-def _paper_shards(repo):
-    return {d: spec.get("shards", 1) for d, spec in yaml.safe_load((repo / "config" / "paper.yaml").read_text())["datasets"].items()}
+def _paper_shards(repo, rule):
+    """Each dataset's query shards of ``rule`` in config/paper.yaml (an integer or a per-rule mapping)."""
+    datasets = yaml.safe_load((repo / "config" / "paper.yaml").read_text())["datasets"]
+    return {d: shard_count(spec.get("shards"), rule) for d, spec in datasets.items()}
 
 
 def _model_jobs(counts, rule):
-    """Jobs of a model rule: one per (dataset, LLM) of an unsharded dataset, one per query shard
-    (rule <rule>_part) of a sharded one."""
+    """Jobs of a model rule: one per (dataset, LLM) where the rule is unsharded, one per query shard
+    (rule <rule>_part) where it is sharded."""
     return counts.get(rule, 0) + counts.get(f"{rule}_part", 0)
 
 
 def test_paper_config_resolves_full_dag(paper_dag, repo):
     counts = _job_counts(paper_dag)
     n_datasets, n_llms, n_thinking = 6, 4, 1
-    # datasets.<name>.shards: each model job of a sharded dataset runs once per query shard, and one
-    # gather job per (rule, dataset, LLM) writes the table every consumer reads.
-    shards = _paper_shards(repo)
-    jobs_per_llm = sum(shards.values())
-    sharded = sum(1 for n in shards.values() if n > 1)
+    # datasets.<name>.shards, per rule: each job of a rule a dataset shards runs once per query
+    # shard, and one gather job per (rule, dataset, LLM) writes the table every consumer reads.
+    def jobs_per_llm(rule):
+        return sum(_paper_shards(repo, rule).values())
+
+    def gathers(rule):
+        return sum(1 for n in _paper_shards(repo, rule).values() if n > 1) * n_llms
+
     assert counts["materialize_model"] == n_llms
     assert counts["candidate_passages"] == n_datasets
-    assert _model_jobs(counts, "answer_candidates") == jobs_per_llm * n_llms
-    assert counts.get("answer_candidates_gather", 0) == sharded * n_llms
+    assert _model_jobs(counts, "answer_candidates") == jobs_per_llm("answer_candidates") * n_llms
+    # By hand: NQ's candidate answers fit in one job per LLM, the five other datasets' in 15 parts.
+    assert counts["answer_candidates"] == n_llms and counts["answer_candidates_part"] == 15 * n_llms
+    assert counts["answer_candidates_gather"] == gathers("answer_candidates") == 5 * n_llms
     assert counts["gold_sets"] == n_datasets * n_llms
     # One engine start per (dataset, LLM, candidate set) answers every LLM's gold set.
-    assert _model_jobs(counts, "answer_gold_C") == _model_jobs(counts, "answer_gold_U") == jobs_per_llm * n_llms
+    assert _model_jobs(counts, "answer_gold_C") == _model_jobs(counts, "answer_gold_U") == jobs_per_llm("answer_gold_C") * n_llms
     # One judge job per pair (every configured selection, ranking and perplexity: one engine start),
     # the thinking ones for the one model with a thinking switch on NQ, with its thinking
     # pseudo-answer there, and one job answering with every judgment-derived context.
-    assert _model_jobs(counts, "judge") == _model_jobs(counts, "answer_judgments") == jobs_per_llm * n_llms
+    assert _model_jobs(counts, "judge") == jobs_per_llm("judge") * n_llms
+    assert _model_jobs(counts, "answer_judgments") == jobs_per_llm("answer_judgments") * n_llms
     assert counts["rank_retriever"] == n_datasets * n_llms
-    assert _model_jobs(counts, "judge_thinking") == _model_jobs(counts, "answer_thinking") == n_thinking * shards["nq"]
+    # Table 5's thinking judgments alone run in NQ's 37 parts; the thinking pseudo-answer in one job.
+    assert counts["judge_thinking_part"] == n_thinking * _paper_shards(repo, "judge_thinking")["nq"] == 37
+    assert counts["judge_thinking_gather"] == n_thinking and "judge_thinking" not in counts
+    assert counts["answer_thinking"] == n_thinking and "answer_thinking_part" not in counts
     # The re-ask control: one job per pair (none, human, topk, union and every LLM's gold sets re-asked).
-    assert _model_jobs(counts, "answer_reask") == jobs_per_llm * n_llms
+    assert _model_jobs(counts, "answer_reask") == jobs_per_llm("answer_reask") * n_llms
     for rule in ("answer_gold_C", "answer_gold_U", "judge", "answer_judgments", "answer_reask", "answer_run"):
-        assert counts.get(f"{rule}_gather", 0) == sharded * n_llms, rule
+        assert counts.get(f"{rule}_gather", 0) == gathers(rule), rule
     assert counts["qrels"] == n_datasets * n_llms * 2
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
         assert counts[table] == 1, table
@@ -97,7 +109,7 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     # top-k read once, answered with by every LLM (BGE-M3's is the topk answer: no job of its own).
     assert counts["bm25_index"] == 2 and counts["retrieve_bm25"] == counts["retrieve"] == n_datasets
     assert counts["run_topk"] == 2 * n_datasets
-    assert _model_jobs(counts, "answer_run") == jobs_per_llm * n_llms
+    assert _model_jobs(counts, "answer_run") == jobs_per_llm("answer_run") * n_llms
     assert counts["external_runs"] == counts["qrels_agreement"] == counts["retrieval_table"] == 1
 
 

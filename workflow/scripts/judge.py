@@ -40,6 +40,12 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         max_queries=snakemake.params.max_queries,
         threads=snakemake.threads,
         # A query shard's job (rule <name>_part) answers only its part's queries.
-        qids=part_queries(snakemake.input.queries, snakemake.wildcards.get("part"), snakemake.wildcards.dataset),
+        qids=part_queries(
+            snakemake.input.queries,
+            snakemake.wildcards.get("part"),
+            snakemake.wildcards.dataset,
+            rule=snakemake.rule,
+            shards=snakemake.config["datasets"][snakemake.wildcards.dataset].get("shards"),
+        ),
         log=log,
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..generation.specs import normalize_spec
 from ..method.judgments import selection_method
+from .parts import check_shards
 
 # Directory names under results/ that a dataset slug must not shadow.
 RESERVED = {"corpora", "tables", "figures", "logs", "benchmarks"}
@@ -32,11 +33,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             raise ValueError(f"config: datasets.{name}: worldfacts queries need a worldfacts corpus")
         # Where the query count is known now (limit, n_queries); otherwise the shard job checks it.
         known = [n for n in (ds.get("limit"), ds.get("n_queries") if ds["source"] == "worldfacts" else None) if n]
-        if known and (ds.get("shards") or 1) > min(known):
-            raise ValueError(
-                f"config: datasets.{name}.shards is {ds['shards']}, more than the dataset's {min(known)} queries: "
-                f"lower it to at most {min(known)}"
-            )
+        check_shards(ds.get("shards"), name, min(known) if known else None)
     for slug, spec in config["llms"].items():
         normalize_spec(spec, slug)
     judgments = config.get("judgments", {})

@@ -1,6 +1,6 @@
 """How long each model job should take, from token counts: the `runtime` a scheduler is asked for,
-and how many query shards (``datasets.<name>.shards``) a dataset needs so that no job outlives the
-scheduler's limit (``resources.max_job_hours``).
+and how many query shards (``datasets.<name>.shards``) each model rule of a dataset needs so that
+no job outlives the scheduler's limit (``resources.max_job_hours``).
 
 A job's expected seconds are
 
@@ -187,54 +187,73 @@ def _dataset_rules(plan: Plan, dataset: str) -> list[tuple[str, str]]:
     ))
 
 
-def longest_job(plan: Plan, dataset: str, shards: int | None = None) -> tuple[float, str, str] | None:
-    """(expected seconds, rule, llm) of ``dataset``'s longest model job with ``shards`` query shards
-    (default: its configured ``shards``): the first, largest, part's; None without an estimate."""
+def longest_job(
+    plan: Plan, dataset: str, shards: int | None = None, rule: str | None = None
+) -> tuple[float, str, str] | None:
+    """(expected seconds, rule, llm) of ``dataset``'s longest model job (of ``rule``'s jobs only,
+    when given) with ``shards`` query shards (default: each rule's configured shards): the first,
+    largest, part's; None without an estimate."""
     total = plan.expected_queries(dataset)
     if total is None:
         return None
-    n = shards or plan.shards(dataset)
-    start, stop = part_bounds(total, 1, min(n, total))
-    found = [(expected_seconds(plan, rule, llm, stop - start), rule, llm) for rule, llm in _dataset_rules(plan, dataset)]
+    found = []
+    for r, llm in _dataset_rules(plan, dataset):
+        if rule is None or r == rule:
+            start, stop = part_bounds(total, 1, min(shards or plan.shards(dataset, r), total))
+            found.append((expected_seconds(plan, r, llm, stop - start), r, llm))
     found = [f for f in found if f[0] is not None]
     return max(found) if found else None
 
 
-def shards_needed(plan: Plan, dataset: str) -> int | None:
-    """The fewest query shards of ``dataset`` with which every model job's expected time, times
-    ``resources.runtime_margin``, fits in ``resources.max_job_hours``; None without an estimate.
-    A ValueError when even one query per job does not fit (the startup alone is too long)."""
+def shards_needed(plan: Plan, dataset: str, rule: str | None = None) -> int | None:
+    """The fewest query shards of ``rule``'s jobs of ``dataset`` (every model rule's, when None: the
+    most any rule needs) with which each job's expected time, times ``resources.runtime_margin``,
+    fits in ``resources.max_job_hours``; None without an estimate. A ValueError when even one query
+    per job does not fit (the startup alone is too long)."""
+    if rule is None:
+        needed = [shards_needed(plan, dataset, r) for r in rules_of(plan, dataset)]
+        needed = [n for n in needed if n is not None]
+        return max(needed) if needed else None
     total = plan.expected_queries(dataset)
-    if total is None or longest_job(plan, dataset, 1) is None:
+    if total is None or longest_job(plan, dataset, 1, rule) is None:
         return None
     res = plan.config["resources"]
     bound = res["max_job_hours"] * 3600 / res["runtime_margin"]
     lo, hi = 1, total
-    if longest_job(plan, dataset, hi)[0] > bound:
+    if longest_job(plan, dataset, hi, rule)[0] > bound:
         raise ValueError(
-            f"datasets.{dataset}: a model job of one query is expected to take longer than "
+            f"datasets.{dataset}: a {rule} job of one query is expected to take longer than "
             f"resources.max_job_hours / resources.runtime_margin ({bound / 3600:.2f} h)"
         )
     while lo < hi:  # the longest job shrinks as the shards grow: the first n that fits
         mid = (lo + hi) // 2
-        if longest_job(plan, dataset, mid)[0] <= bound:
+        if longest_job(plan, dataset, mid, rule)[0] <= bound:
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
+def rules_of(plan: Plan, dataset: str) -> list[str]:
+    """The model rules with jobs of ``dataset``, in the plan's order."""
+    return list(dict.fromkeys(rule for rule, _ in _dataset_rules(plan, dataset)))
+
+
 def shard_report(plan: Plan) -> list[dict[str, Any]]:
-    """Per dataset: its queries, configured shards, the shards needed, and its longest expected
-    job (hours, rule, LLM) as configured: what docs/cluster.md tabulates for config/paper.yaml."""
+    """Per dataset: its queries, each model rule's configured shards and the shards it needs, the
+    dataset's model jobs (parts counted), and its longest expected job (hours, rule, LLM) as
+    configured: what docs/cluster.md tabulates for config/paper.yaml."""
     rows = []
+    jobs = plan.model_jobs()
     for d in plan.datasets:
         longest = longest_job(plan, d)
+        rules = rules_of(plan, d)
         rows.append({
             "dataset": d,
             "queries": plan.expected_queries(d),
-            "shards": plan.shards(d),
-            "shards_needed": shards_needed(plan, d),
+            "shards": {r: plan.shards(d, r) for r in rules},
+            "shards_needed": {r: shards_needed(plan, d, r) for r in rules},
+            "model_jobs": sum(1 for _, wc in jobs if wc.get("dataset") == d),
             "longest_hours": None if longest is None else round(longest[0] / 3600, 2),
             "longest_rule": None if longest is None else longest[1],
             "longest_llm": None if longest is None else longest[2],

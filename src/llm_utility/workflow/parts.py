@@ -2,6 +2,8 @@
 paths and wildcards, and the gather of per-part tables. A dataset with ``datasets.<name>.shards: n``
 gets each model job n times, one per part, so that no job outlives a scheduler's time limit; a
 gather job concatenates the parts' tables, in part order, into the table one job would have written.
+``shards`` may instead map rule names to counts (``{default: 2, judge_thinking: 37}``), so that one
+long rule does not multiply the dataset's other jobs (and their model loads).
 
 Parts are contiguous blocks of the dataset's query order (the order of ``queries.parquet``, which
 every answer, judgment and ranking table follows), so the gathered table is row for row the
@@ -11,9 +13,61 @@ unsharded one. Pure functions of their arguments; no Snakemake.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 _PART = re.compile(r"^(\d+)-of-(\d+)$")
+
+# The model rules that can run in query shards (rules/common.smk's `shardable` accepts only these):
+# the keys of a `shards` mapping besides `default`.
+SHARDABLE_RULES = (
+    "answer_candidates",
+    "answer_gold_C",
+    "answer_gold_U",
+    "answer_reask",
+    "answer_run",
+    "judge",
+    "judge_thinking",
+    "answer_thinking",
+    "answer_judgments",
+)
+
+
+def shard_count(shards: Any, rule: str) -> int:
+    """``rule``'s query shards under a dataset's ``shards`` value: the integer itself (null: 1), or
+    from a mapping its ``rule`` entry, else its ``default``, else 1. A rule's ``<rule>_part`` twin
+    counts as the rule."""
+    rule = rule.removesuffix("_part")
+    if isinstance(shards, Mapping):
+        return int(shards.get(rule, shards.get("default", 1)))
+    return int(shards or 1)
+
+
+def shards_key(shards: Any, dataset: str, rule: str | None = None) -> str:
+    """The config key that sets ``rule``'s shards of ``dataset`` (for messages): ``datasets.nq.shards``
+    for an integer, ``datasets.nq.shards.judge_thinking`` (or ``.default``) in a mapping."""
+    key = f"datasets.{dataset}.shards"
+    if isinstance(shards, Mapping):
+        rule = (rule or "default").removesuffix("_part")
+        return f"{key}.{rule if rule in shards else 'default'}"
+    return key
+
+
+def check_shards(shards: Any, dataset: str, queries: int | None) -> None:
+    """A ValueError naming the key of the first problem of a dataset's ``shards``: a mapping key that
+    is no shardable rule (nor ``default``), or a count above the dataset's ``queries`` (when known)."""
+    items = shards.items() if isinstance(shards, Mapping) else [(None, shards or 1)]
+    for rule, count in items:
+        if rule is not None and rule != "default" and rule not in SHARDABLE_RULES:
+            raise ValueError(
+                f"config: datasets.{dataset}.shards.{rule}: not a model rule that can be sharded "
+                f"(default, {', '.join(SHARDABLE_RULES)})"
+            )
+        if queries is not None and count > queries:
+            key = f"datasets.{dataset}.shards" + (f".{rule}" if rule else "")
+            raise ValueError(
+                f"config: {key} is {count}, more than the dataset's {queries} queries: lower it to at most {queries}"
+            )
 
 
 def part_name(index: int, count: int) -> str:
@@ -57,13 +111,16 @@ def query_part(qids: Sequence[str], index: int, count: int, key: str = "shards")
     return list(qids[start:stop])
 
 
-def part_queries(queries: str, part: str | None, dataset: str) -> list[str] | None:
+def part_queries(
+    queries: str, part: str | None, dataset: str, rule: str | None = None, shards: Any = None
+) -> list[str] | None:
     """The query ids a model job of ``part`` covers, read from the dataset's ``queries`` table (its
-    qid column, in order); None for an unsharded job (``part`` None or empty: every query)."""
+    qid column, in order); None for an unsharded job (``part`` None or empty: every query). ``rule``
+    and the dataset's ``shards`` value only name the key in the error of a part too many."""
     if not part:
         return None
     import polars as pl
 
     index, count = parse_part(part)
     qids = pl.read_parquet(queries, columns=["qid"])["qid"].to_list()
-    return query_part(qids, index, count, key=f"datasets.{dataset}.shards")
+    return query_part(qids, index, count, key=shards_key(shards, dataset, rule))

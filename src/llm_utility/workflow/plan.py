@@ -26,7 +26,7 @@ from ..retrieval.lexical import BACKEND as BM25
 from ..retrieval.lexical import spec_keys
 from .checks import BENCHMARK_SOURCES
 from .operational import OPERATIONAL_KEYS
-from .parts import part_names
+from .parts import SHARDABLE_RULES, part_names, shard_count, shards_key
 
 BM25_KEYS = spec_keys()
 # Table 8 compares these two selection methods when both are judged.
@@ -147,20 +147,31 @@ class Plan:
 
     # --- query shards of the model jobs (workflow.parts) -------------------------------------------
 
-    def shards(self, dataset: str) -> int:
-        return int(self.config["datasets"][dataset].get("shards") or 1)
+    def shards(self, dataset: str, rule: str) -> int:
+        """``rule``'s query shards of ``dataset``: ``datasets.<name>.shards``, an integer for every
+        model rule or a mapping ``{default: n, <rule>: m}`` (workflow.parts.shard_count)."""
+        return shard_count(self.config["datasets"][dataset].get("shards"), rule)
 
-    def parts(self, dataset: str) -> list[str]:
-        """The query shards of ``dataset``'s model jobs (``1-of-4``, ...); none when unsharded."""
-        return part_names(self.shards(dataset))
+    def shards_key(self, dataset: str, rule: str | None = None) -> str:
+        """The config key that sets ``rule``'s shards of ``dataset`` (for messages)."""
+        return shards_key(self.config["datasets"][dataset].get("shards"), dataset, rule)
+
+    def parts(self, dataset: str, rule: str) -> list[str]:
+        """The query shards of ``rule``'s jobs of ``dataset`` (``1-of-4``, ...); none when unsharded."""
+        return part_names(self.shards(dataset, rule))
+
+    def sharded_datasets(self, rule: str) -> list[str]:
+        """The datasets whose ``rule`` jobs run in parts (``<rule>_part``, gathered by ``<rule>_gather``)."""
+        return [d for d in self.datasets if self.parts(d, rule)]
+
+    def unsharded_datasets(self, rule: str) -> list[str]:
+        """The datasets whose ``rule`` job is one job per (dataset, LLM, ...): rule ``<rule>`` itself."""
+        return [d for d in self.datasets if not self.parts(d, rule)]
 
     @functools.cached_property
-    def sharded_datasets(self) -> list[str]:
-        return [d for d in self.datasets if self.parts(d)]
-
-    @functools.cached_property
-    def unsharded_datasets(self) -> list[str]:
-        return [d for d in self.datasets if not self.parts(d)]
+    def all_parts(self) -> list[str]:
+        """Every part name of any rule and dataset (the ``part`` wildcard's constraint)."""
+        return sorted({p for d in self.datasets for r in SHARDABLE_RULES for p in self.parts(d, r)})
 
     def expected_queries(self, dataset: str) -> int | None:
         """The query count of ``dataset`` that runtime estimates assume: ``expected_queries``, else
@@ -478,10 +489,11 @@ class Plan:
 
     def model_jobs(self) -> list[tuple[str, dict[str, str]]]:
         """Every job that loads an LLM, as (rule, wildcards): the cost table's rows. A sharded
-        dataset's jobs come once per query shard, with a ``part`` wildcard (rule ``<rule>_part``)."""
+        rule's jobs of a dataset come once per query shard of that rule, with a ``part`` wildcard
+        (rule ``<rule>_part``)."""
         jobs: list[tuple[str, dict[str, str]]] = []
         for rule, wc in self._model_jobs():
-            parts = self.parts(wc["dataset"]) if "dataset" in wc else []
+            parts = self.parts(wc["dataset"], rule) if "dataset" in wc else []
             jobs += [(rule, {**wc, "part": part}) for part in parts] if parts else [(rule, wc)]
         return jobs
 
