@@ -145,18 +145,18 @@ def in_part(pattern):
     return pattern.replace("{dataset}/", "{dataset}/parts/{part}/", 1)
 
 
-def shardable(rule, output, log, benchmark):
-    """Register ``rule``'s files (for its part twin and its gather) and return them."""
+def shardable(name, output, log, benchmark):
+    """Register rule ``name``'s files (for its part twin and its gather) and return them."""
     # The config's shards mappings are checked against that list (llm_utility.workflow.parts).
-    if rule not in SHARDABLE_RULES:
+    if name not in SHARDABLE_RULES:
         raise ValueError(
-            f"{rule}: add it to llm_utility.workflow.parts.SHARDABLE_RULES"
+            f"{name}: add it to llm_utility.workflow.parts.SHARDABLE_RULES"
         )
-    SHARDABLE[rule] = {"output": output, "log": log, "benchmark": benchmark}
-    return SHARDABLE[rule]
+    SHARDABLE[name] = {"output": output, "log": log, "benchmark": benchmark}
+    return SHARDABLE[name]
 
 
-# A model rule whose longest job of a dataset would outlive the scheduler's limit: say so with what fits.
+# Where a model rule's longest job of a dataset would outlive the scheduler's limit, say so with what fits.
 _limits = config["resources"]
 for _d in DATASETS:
     for _r in rules_of(PLAN, _d):
