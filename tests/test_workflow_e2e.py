@@ -85,6 +85,9 @@ def _tiny_config(repo, workdir):
     del cfg["datasets"]["wf-twohop"]
     for ds in cfg["datasets"].values():
         ds["n_queries"] = 3
+    # One rule's jobs in query shards (parts of 2 and 1 queries, then a gather): the rest of the
+    # DAG reads the gathered tables, so every check below checks them too.
+    cfg["datasets"]["wf-claims"]["shards"] = {"default": 1, "answer_candidates": 2}
     cfg["top_k"] = 3
     # Every method, including the listwise ones the demo leaves out for time.
     all_selections = ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
@@ -191,6 +194,25 @@ def test_nothing_computed_twice(demo):
         assert served[llm] >= empty_gold
 
 
+def test_a_sharded_rule_runs_in_parts_and_gathers_them_in_query_order(demo):
+    workdir, cfg, _ = demo
+    qids = pl.read_parquet(workdir / "results/wf-claims/queries.parquet")["qid"].to_list()
+    parts = ["1-of-2", "2-of-2"]
+    for llm in cfg["llms"]:
+        for context in ("none", "single", "topk"):
+            whole = pl.read_parquet(workdir / f"results/wf-claims/{llm}/answers/{context}.parquet")
+            pieces = [pl.read_parquet(workdir / f"results/wf-claims/parts/{part}/{llm}/answers/{context}.parquet") for part in parts]
+            assert pl.concat(pieces).equals(whole)
+            if context == "none":  # contiguous blocks of the query order, sizes 2 and 1
+                assert [p["qid"].to_list() for p in pieces] == [qids[:2], qids[2:]]
+        # Each part is its own job with its own log and store shard; the unsharded dataset has none.
+        for part in parts:
+            assert (workdir / f"logs/answer_candidates/wf-claims/parts/{part}/{llm}.log").is_file()
+        shards = [f.name for f in (workdir / cfg["store_dir"] / llm).glob("answer_candidates_part+*")]
+        assert sorted(name.split("part=")[1].split("+")[0].split(".")[0] for name in shards) == parts
+        assert not (workdir / "results/wf-single/parts").exists()
+
+
 def test_judgments_and_rankings_cover_the_judged_queries(demo):
     workdir, cfg, _ = demo
     for dataset in cfg["datasets"]:
@@ -249,7 +271,10 @@ def test_findings_transfer_control_and_cost(demo):
         assert total["calls_made"] == count_rows(workdir / cfg["store_dir"] / llm)
         assert total["prompt_tokens"] > 0 and total["output_tokens"] > 0
     answers = cost.filter(pl.col("rule") == "answer_candidates")
-    assert answers["jobs"].sum() == len(cfg["datasets"]) * n_llms and (answers["wall_seconds"] > 0).all()
+    # A query shard is a job of its own: wf-claims answers its candidates in two parts.
+    parts = {d: (ds.get("shards") or {}).get("answer_candidates", 1) for d, ds in cfg["datasets"].items()}
+    assert parts == {"wf-single": 1, "wf-claims": 2}
+    assert answers["jobs"].sum() == sum(parts.values()) * n_llms and (answers["wall_seconds"] > 0).all()
     assert set(cost.filter(pl.col("rule") == "judge")["method"]) >= {"pointwise", "listwise_pa", "listwise_pa_reject"}
     # The qrels at work: MiniLM's and BM25's runs by every judge, every LLM answering with BM25's
     # top-k (one job per dataset and LLM), and the finding with its construction label.
