@@ -254,3 +254,26 @@ def test_the_paper_config_s_shards_fit_the_limit():
     # Table 5's thinking judgments alone need NQ's 37 parts; NQ's other jobs at most 2.
     assert plan.shards("nq", "judge_thinking") == 37 and plan.shards("nq", "judge") == 2
     assert max(plan.shards("nq", r) for r in estimates.rules_of(plan, "nq") if r != "judge_thinking") == 2
+
+
+def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_path):
+    import polars as pl
+    from types import SimpleNamespace
+
+    from llm_utility.workflow import job_part_queries
+
+    queries = tmp_path / "queries.parquet"
+    pl.DataFrame({"qid": [f"q{i}" for i in range(5)]}).write_parquet(queries)
+
+    def job(part, shards):
+        wildcards = {"dataset": "d", **({"part": part} if part else {})}
+        return SimpleNamespace(
+            input=SimpleNamespace(queries=str(queries)), rule="judge_part" if part else "judge",
+            wildcards=SimpleNamespace(dataset="d", get=wildcards.get), config={"datasets": {"d": {"shards": shards}}},
+        )
+
+    assert job_part_queries(job(None, None)) is None  # an unsharded job: every query
+    assert job_part_queries(job("1-of-2", 2)) == ["q0", "q1", "q2"]
+    assert job_part_queries(job("2-of-2", {"default": 1, "judge": 2})) == ["q3", "q4"]
+    with pytest.raises(ValueError, match="datasets.d.shards"):
+        job_part_queries(job("1-of-6", 6))  # more parts than the table's 5 queries

@@ -17,7 +17,7 @@ log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
 from llm_utility.generation.store import job_name  # noqa: E402
-from llm_utility.workflow import gpu_lock_dir, part_queries, store_root  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, job_part_queries, store_root  # noqa: E402
 
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.pipeline import answer_job
@@ -37,12 +37,6 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         synonyms=snakemake.params.synonyms,
         threads=snakemake.threads,
         # A query shard's job (rule <name>_part) answers only its part's queries.
-        qids=part_queries(
-            snakemake.input.queries,
-            snakemake.wildcards.get("part"),
-            snakemake.wildcards.dataset,
-            rule=snakemake.rule,
-            shards=snakemake.config["datasets"][snakemake.wildcards.dataset].get("shards"),
-        ),
+        qids=job_part_queries(snakemake),
         log=log,
     )

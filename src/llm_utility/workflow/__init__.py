@@ -16,7 +16,7 @@ from .canonical import canonical_config, canonicalize_config
 from .checks import check_config
 from .keys import input_key, keyed_inputs
 from .operational import gpu_lock_dir, store_root
-from .parts import part_queries
+from .parts import job_part_queries, part_queries
 from .plan import Plan
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "input_key",
     "keyed_inputs",
     "mock_snakemake",
+    "job_part_queries",
     "part_queries",
     "store_root",
 ]

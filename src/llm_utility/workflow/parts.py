@@ -124,3 +124,13 @@ def part_queries(
     index, count = parse_part(part)
     qids = pl.read_parquet(queries, columns=["qid"])["qid"].to_list()
     return query_part(qids, index, count, key=shards_key(shards, dataset, rule))
+
+
+def job_part_queries(job: Any) -> list[str] | None:
+    """``part_queries`` for a model job's ``snakemake`` object: its queries input, its ``part`` and
+    ``dataset`` wildcards, its rule and the dataset's ``shards`` (None for an unsharded job)."""
+    dataset = job.wildcards.dataset
+    return part_queries(
+        job.input.queries, job.wildcards.get("part"), dataset,
+        rule=job.rule, shards=job.config["datasets"][dataset].get("shards"),
+    )
