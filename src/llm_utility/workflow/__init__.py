@@ -11,13 +11,37 @@ of the library from Python needs. No module here imports Snakemake at import tim
 - ``by_hand``: ``mock_snakemake``, to run any job's script by hand.
 """
 
-from .by_hand import mock_snakemake
-from .canonical import canonical_config, canonicalize_config
-from .checks import check_config
-from .keys import input_key, keyed_inputs
-from .operational import gpu_lock_dir, store_root
-from .parts import job_part_queries, part_queries
-from .plan import Plan
+import importlib
+from typing import Any
+
+# Each name's submodule, imported on first use: every job's script imports this package (for
+# ``keyed_inputs`` or ``store_root``), and ``plan`` pulls in the findings and scipy, seconds per job.
+_SUBMODULE_OF = {
+    "mock_snakemake": "by_hand",
+    "canonical_config": "canonical",
+    "canonicalize_config": "canonical",
+    "check_config": "checks",
+    "input_key": "keys",
+    "keyed_inputs": "keys",
+    "gpu_lock_dir": "operational",
+    "store_root": "operational",
+    "job_part_queries": "parts",
+    "part_queries": "parts",
+    "Plan": "plan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SUBMODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_SUBMODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SUBMODULE_OF])
+
 
 __all__ = [
     "Plan",
