@@ -459,6 +459,23 @@ def test_a_judge_jobs_methods_get_rows_that_sum_to_the_job(tmp_path):
     assert (total["jobs"], total["calls_made"], total["calls_served"], total["prompt_tokens"]) == (1, 14, 2, 1200)
 
 
+def test_cost_table_names_the_dtype_each_rows_jobs_ran_in(tmp_path):
+    def line(dtype):
+        calls = {"generate": {"made": 1, "served": 0, "prompt_tokens": 10, "output_tokens": 1, "seconds": 1.0}}
+        return f"INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'dtype': dtype, 'calls': calls})}\n"
+
+    logs = {name: tmp_path / f"{name}.log" for name in ("f1", "f2", "b1", "old")}
+    logs["f1"].write_text(line("float32"))
+    logs["f2"].write_text(line("float32"))
+    logs["b1"].write_text(line("bfloat16"))
+    logs["old"].write_text(_stats_line(1, 0, 10, 1, 1.0))  # a log from before the lines named the dtype
+    jobs = [{"rule": rule, "wildcards": {"dataset": d, "llm": llm}, "log": str(logs[name]), "benchmark": None}
+            for rule, d, llm, name in (("answer", "d1", "a", "f1"), ("answer", "d2", "a", "f2"),
+                                       ("judge", "d1", "a", "f1"), ("judge", "d2", "a", "b1"), ("gold", "d1", "a", "old"))]
+    dtypes = {r["rule"]: r["dtype"] for r in cost_table(jobs).filter(pl.col("rule") != "total").iter_rows(named=True)}
+    assert dtypes == {"answer": "float32", "judge": "bfloat16+float32", "gold": ""}
+
+
 def test_cost_log_with_a_broken_stats_line_names_file_and_line(tmp_path):
     log = tmp_path / "bad.log"
     log.write_text("first\nsecond\nINFO store_stats {not json}\n")

@@ -111,6 +111,41 @@ def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
         normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}, "prompt_format": "chat"}, "m")
 
 
+def test_dtype_auto_takes_bfloat16_only_where_it_is_fast(monkeypatch):
+    import torch
+
+    from llm_utility.generation import hf_backend
+
+    caps = {"amx_bf16": False}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps)
+    table = {(req, cuda): hf_backend.resolve_dtype(req, cuda) for req in (None, "auto", "float32", "float16") for cuda in (False, True)}
+    assert table == {(None, False): "float32", (None, True): "bfloat16", ("auto", False): "float32", ("auto", True): "bfloat16",
+                     ("float32", False): "float32", ("float32", True): "float32", ("float16", False): "float16", ("float16", True): "float16"}
+    caps["amx_bf16"] = True  # a CPU with AMX: only auto changes
+    assert hf_backend.resolve_dtype("auto", False) == "bfloat16" and hf_backend.resolve_dtype(None, False) == "float32"
+    monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch: no AMX detection, float32
+    assert not hf_backend.cpu_has_amx_bf16() and hf_backend.resolve_dtype("auto", False) == "float32"
+
+
+def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monkeypatch, tmp_path):
+    import torch
+    from test_independent_checks import tiny_spec, write_tiny_llama
+
+    from llm_utility.generation import hf_backend, load_generator
+    from llm_utility.generation.store import generation_params
+
+    manifest = write_tiny_llama(tmp_path, "bos")
+    keys = {}
+    for amx in (False, True):
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda amx=amx: {"amx_bf16": amx})
+        gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": "auto"})
+        assert gen.dtype == ("bfloat16" if amx else "float32") and gen.model.dtype == getattr(torch, gen.dtype)
+        assert len(gen.generate(["Lima is"], max_new_tokens=3)) == 1
+        keys[amx] = generation_params(gen, 3, ["\n"])
+        gen.close()
+    assert keys[False]["dtype"] == "float32" and keys[True]["dtype"] == "bfloat16"
+
+
 def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch):
     code = (
         "import sys, llm_utility.generation, llm_utility.generation.vllm_backend\n"

@@ -226,14 +226,16 @@ def test_vllm_scoring_reads_prompt_logprobs_as_vllm_defines_them(tiny, monkeypat
 
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
 def demo_model(request):
-    """A demo model as the demo config specifies it, from resources/models (materialized there once)."""
+    """A demo model as the demo config specifies it, from resources/models (materialized there once),
+    in float32 on any CPU: the demo's ``dtype: auto`` would take bfloat16 where the CPU has AMX, and
+    these checks compare batched with unbatched calls at float32's precision."""
     import yaml
 
     from llm_utility.generation import load_generator, materialize
 
     spec = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["llms"][request.param]
     manifest = materialize(request.param, spec, REPO / "resources" / "models" / request.param)
-    return load_generator(manifest, spec)
+    return load_generator(manifest, {**spec, "dtype": "float32"})
 
 
 @pytest.mark.slow

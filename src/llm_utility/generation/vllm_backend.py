@@ -126,7 +126,8 @@ class VLLMGenerator(Generator):
         self._vllm = _import_vllm()
         from transformers import AutoTokenizer  # vLLM's own dependency, same tokenizer it loads
 
-        self.dtype = self.spec["dtype"] or "bfloat16"
+        # vLLM's own "auto" means the checkpoint's dtype; ours means bfloat16 on a GPU.
+        self.dtype = "bfloat16" if self.spec["dtype"] in (None, "auto") else self.spec["dtype"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
 
     @property
