@@ -1,5 +1,8 @@
-"""The transformers backend: batched, left-padded greedy generation, target scoring and attention
-on CPU or CUDA."""
+"""The transformers backend: greedy generation, target scoring and attention, on a CPU or CUDA.
+
+On a CPU every call goes through the engine of ``hf_engine`` (each prompt prefilled alone, shared
+prefixes reused, many rows decoded at once) in the arithmetic ``cpu_arithmetic.resolve_dtype``
+chose; on CUDA, prompts are batched with left padding and decoded by transformers' ``generate``."""
 
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
+from .cpu_arithmetic import CALIBRATION_TEXT, INT8_RECIPE, output_vocabulary, quantize_linears, resolve_dtype, torch_dtype
 from .generator import Generator, cut_answer, length_batches
+from .hf_engine import PrefixCache, Workspace, greedy_generate, prefill
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+__all__ = ["HFGenerator", "resolve_dtype"]
 
 # The most memory one scoring batch's logits may take (rows x kept positions x vocabulary x 4 bytes):
 # a passage's perplexity keeps every one of its positions, and Gemma's vocabulary has 262k tokens.
@@ -40,34 +45,13 @@ class _StopOnText(StoppingCriteria):
         return torch.tensor(hit, dtype=torch.bool, device=input_ids.device)
 
 
-def cpu_has_amx_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in AMX tiles (Intel Sapphire Rapids and later).
-
-    There bfloat16 runs a small model 2-3x faster than float32; on a CPU without AMX it is slower
-    (SmolLM2's prefill, one thread, AVX2 only: 42 against 206 prompt tokens a second)."""
-    capabilities = getattr(torch.cpu, "get_capabilities", None)  # torch >= 2.8
-    return bool(capabilities is not None and capabilities().get("amx_bf16"))
-
-
-def resolve_dtype(requested: str | None, cuda: bool) -> str:
-    """The dtype a transformers model runs in: the spec's ``dtype`` when it names one; else bfloat16
-    on CUDA; on a CPU float32, or with ``auto`` bfloat16 where the CPU has AMX (``cpu_has_amx_bf16``).
-
-    The dtype is part of every generation-store key, so a store never serves one dtype's outputs
-    for another, and the same machine always gives the same numbers."""
-    if requested not in (None, "auto"):
-        return requested
-    if cuda or (requested == "auto" and cpu_has_amx_bf16()):
-        return "bfloat16"
-    return "float32"
-
-
 class HFGenerator(Generator):
     """A causal LM loaded with transformers from the manifest's ``load_path``.
 
-    On CPU it runs in float32 (bfloat16 matmuls are slow on CPUs without AMX; ``dtype: auto`` takes
-    bfloat16 where the CPU has it); with CUDA it defaults to bfloat16 and spreads the model over
-    the visible devices (``device_map="auto"``).
+    On a CPU it runs in the arithmetic ``resolve_dtype`` picks (``dtype: auto``: int8 or bfloat16 by
+    the CPU's flags; ``null``: float32) through the engine of ``hf_engine``, whose prefix cache lives
+    as long as the generator; with CUDA it defaults to bfloat16 and spreads the model over the
+    visible devices (``device_map="auto"``).
     """
 
     backend = "transformers"
@@ -79,6 +63,7 @@ class HFGenerator(Generator):
         cuda = torch.cuda.is_available()
         self.dtype = resolve_dtype(self.spec["dtype"], cuda)
         self._cuda = cuda
+        self._prefixes, self._workspace = PrefixCache(), Workspace()
         # load_path is a local folder (materialize put every model on disk): no revision to ask for.
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
         if self.tokenizer.pad_token is None:
@@ -95,10 +80,12 @@ class HFGenerator(Generator):
         already holds never pays for them."""
         model = AutoModelForCausalLM.from_pretrained(
             self.load_path,
-            dtype=_DTYPES[self.dtype],
+            dtype=torch_dtype(self.dtype),
             device_map="auto" if self._cuda else None,
         )
         model.eval()
+        if self.dtype == "int8":
+            quantize_linears(model, self.encode(CALIBRATION_TEXT))
         base = model.generation_config
         # A fresh config, not the model's: Qwen3 and others ship sampling defaults (temperature,
         # top_p) that would warn, or worse, leak into what must be plain greedy decoding.
@@ -111,8 +98,14 @@ class HFGenerator(Generator):
         )
         return model
 
+    def store_key_extras(self) -> dict[str, Any]:
+        """int8 is this project's own recipe (``cpu_arithmetic.Int8RowLinear``): its version is in the key."""
+        return {"int8": INT8_RECIPE} if self.dtype == "int8" else {}
+
     def close(self) -> None:
         """Drop the weights and return the CUDA memory torch cached for them (see ``gpu.lease_gpus``)."""
+        self._prefixes.clear()
+        self._workspace.clear()
         if self.__dict__.pop("model", None) is None:
             return
         gc.collect()
@@ -129,14 +122,30 @@ class HFGenerator(Generator):
         return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
-        """Greedy continuations of ``prompts``, in batches of at most the spec's ``batch_size`` rows
-        of similar lengths (``length_batches``); outputs in the order of ``prompts``."""
+        """Greedy continuations of ``prompts``, outputs in their order. On a CPU through the engine
+        (``hf_engine.greedy_generate``); on CUDA in left-padded batches of at most the spec's
+        ``batch_size`` rows of similar lengths (``length_batches``)."""
         ids = [self.encode(p) for p in prompts]  # each prompt encoded on its own (see ``encode``)
+        if not self._cuda:
+            return self._generate_cpu(ids, max_new_tokens, stop)
         outputs: list[str] = [""] * len(prompts)
         for rows in length_batches([len(x) for x in ids], self.batch_size):
             for row, text in zip(rows, self._generate_batch([ids[r] for r in rows], max_new_tokens, stop), strict=True):
                 outputs[row] = text
         return outputs
+
+    def _generate_cpu(self, ids: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
+        stop = [s for s in stop if s]
+        decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
+
+        def finished(tokens: list[int]) -> bool:  # the rule of _StopOnText and cut_answer
+            return bool(stop) and any(s in decode(tokens).lstrip() for s in stop)
+
+        model = self.model  # loads the weights (and the greedy config) on first use
+        eos = self._gen_config.eos_token_id
+        eos = set(eos if isinstance(eos, list | tuple) else [] if eos is None else [eos])
+        tokens = greedy_generate(model, ids, int(max_new_tokens), eos, finished, self._prefixes, self._workspace)
+        return [cut_answer(decode(t), stop) for t in tokens]
 
     @torch.inference_mode()
     def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[str]:
@@ -165,6 +174,8 @@ class HFGenerator(Generator):
         after an empty prompt without a BOS token (SmolLM2, Qwen3) the first target token has no
         context and is not scored, so its list is one shorter than the target.
         """
+        if not self._cuda:
+            return [self._score_one(prompt, target) for prompt, target in pairs]
         prompt_lengths = self.count_tokens([p for p, _ in pairs])
         target_lengths = self.count_tokens([t for _, t in pairs], special=False)
         lengths = [a + b for a, b in zip(prompt_lengths, target_lengths, strict=True)]
@@ -173,6 +184,20 @@ class HFGenerator(Generator):
             for row, logprobs in zip(rows, self._score_batch([pairs[r] for r in rows]), strict=True):
                 out[row] = logprobs
         return out
+
+    @torch.inference_mode()
+    def _score_one(self, prompt: str, target: str) -> list[float]:
+        """One pair on the CPU engine: prompt and target run alone, after the longest cached prefix."""
+        prompt_ids = self.encode(prompt)
+        target_ids = self.tokenizer(target, add_special_tokens=False)["input_ids"]
+        scored = min(len(target_ids), len(prompt_ids) + len(target_ids) - 1)
+        if scored <= 0:
+            return []
+        _, logits = prefill(self.model, prompt_ids + target_ids, self._prefixes, keep=scored + 1)
+        # Kept position j predicts the token after it: the last `scored` target tokens.
+        predicting = torch.log_softmax(logits[:-1].float(), dim=-1)
+        tokens = torch.tensor(target_ids[len(target_ids) - scored :], device=predicting.device)
+        return predicting.gather(-1, tokens[:, None])[:, 0].tolist()
 
     @torch.inference_mode()
     def _score_batch(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
@@ -190,7 +215,7 @@ class HFGenerator(Generator):
         # with Gemma's 262k vocabulary. This window is never wider than the batch, so kept index j
         # is position width - keep + j in every row.
         keep = max(scored) + 1
-        vocab = model.get_output_embeddings().weight.shape[0]
+        vocab = output_vocabulary(model)
         if len(pairs) > 1 and len(pairs) * keep * vocab * 4 > SCORE_LOGITS_BYTES:
             half = len(pairs) // 2
             return self._score_batch(pairs[:half]) + self._score_batch(pairs[half:])

@@ -1,0 +1,148 @@
+"""Benchmark the transformers backend's CPU engine on this machine: which arithmetic is fastest here.
+
+For this CPU (its flags are printed first) and one thread:
+  - the GEMM peak of each arithmetic: a 2048x576x1536 product (SmolLM2's MLP at a prefill's size)
+    in float32, bfloat16 and int8 (``cpu_arithmetic.Int8RowLinear``: fbgemm, rows quantized one
+    by one), in GFLOP/s;
+  - for both demo models in each arithmetic, through the project's own engine (``hf_engine``):
+    prefill tokens a second (8 prompts of ~230 tokens, each alone, no prefix reused), the share of
+    that arithmetic's GEMM peak the prefill reaches (2 x non-embedding parameters FLOPs a token),
+    and decode tokens a second (those 8 rows decoding 16 tokens together);
+  - which arithmetic ``dtype: auto`` picks here (``cpu_arithmetic.resolve_dtype``).
+
+    .venv/bin/python benchmarks/cpu_engine.py [--models smollm2-135m gemma3-270m]
+        [--dtypes float32 bfloat16 int8] [--prompts 8] [--new-tokens 16] [--json out.json]
+
+The demo models must be materialized (`snakemake --cores all resources/models/<llm>/manifest.json`).
+Nothing here is asserted: it measures and prints; docs/performance.md keeps its table per machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator  # noqa: E402
+
+# ~230 tokens: an answer prompt with a few passages, as the demo's are.
+PASSAGES = (
+    "Information: Chile The capital of Chile is Santiago. Chile lies in South America, in the subregion "
+    "of South America, and borders Argentina, Bolivia and Peru. Its population was about 19 million in "
+    "2020 and its area is 756,102 square kilometres. Chile Its official language is Spanish, and its "
+    "currency is the Chilean peso (CLP). Its calling code is +56 and its internet domain is .cl. Peru "
+    "The capital of Peru is Lima. Peru lies in South America and borders Bolivia, Brazil, Chile, "
+    "Colombia and Ecuador. Its population was about 33 million in 2020. "
+)
+QUESTIONS = [
+    "What is the capital of Chile?", "Which currency is used in Chile?", "What is the calling code of Chile?",
+    "Which countries border Peru?", "What is the capital of Peru?", "What is the internet domain of Chile?",
+    "How many people live in Peru?", "Which language is spoken in Chile?",
+]
+
+
+def gemm_peak(dtype: str, m: int = 2048, k: int = 576, n: int = 1536, seconds: float = 2.0) -> float:
+    """GFLOP/s of one m x k x n product in ``dtype`` on the current thread count."""
+    torch.manual_seed(0)
+    x, linear = torch.randn(m, k), torch.nn.Linear(k, n, bias=False)
+    if dtype == "int8":
+        layer = cpu_arithmetic.Int8RowLinear(linear)
+        run = lambda: layer(x)  # noqa: E731
+    else:
+        xd, wd = x.to(getattr(torch, dtype)), linear.weight.detach().to(getattr(torch, dtype))
+        run = lambda: torch.nn.functional.linear(xd, wd)  # noqa: E731
+    with torch.inference_mode():
+        run()
+        done, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            run()
+            done += 1
+    return 2 * m * k * n * done / (time.perf_counter() - started) / 1e9
+
+
+def non_embedding_parameters(model: torch.nn.Module) -> int:
+    """Parameters a token's forward pass multiplies (the output layer only for kept positions)."""
+    embedding = model.get_input_embeddings().weight.numel()
+    return sum(p.numel() for p in model.parameters()) - embedding
+
+
+def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int) -> dict:
+    manifest = REPO / "resources" / "models" / slug / "manifest.json"
+    if not manifest.is_file():
+        sys.exit(f"{manifest} is missing: snakemake --cores all {manifest.relative_to(REPO)}")
+    gen = load_generator(manifest, {**spec, "dtype": dtype}, threads=1)
+    params = non_embedding_parameters(gen.model)  # counted before int8 replaces the float weights
+    texts = [gen.render(f"{PASSAGES}Question: {q} Answer:") for q in QUESTIONS[:prompts]]
+    ids = [gen.encode(t) for t in texts]
+    model = gen.model
+    with torch.inference_mode():
+        hf_engine.prefill(model, ids[0], hf_engine.PrefixCache())  # warm-up
+        started = time.perf_counter()
+        for x in ids:
+            hf_engine.prefill(model, x, hf_engine.PrefixCache())  # a fresh cache: nothing reused
+        prefill_s = time.perf_counter() - started
+        started = time.perf_counter()
+        out = hf_engine.greedy_generate(
+            model, ids, new_tokens, eos=set(), finished=lambda tokens: False,
+            cache=hf_engine.PrefixCache(), workspace=hf_engine.Workspace(),
+        )
+        total_s = time.perf_counter() - started
+    tokens = sum(len(x) for x in ids)
+    decode_s = max(total_s - prefill_s, 1e-9)
+    gen.close()
+    return {
+        "llm": slug, "dtype": gen.dtype, "prompt_tokens": tokens,
+        "prefill_tokens_per_s": tokens / prefill_s,
+        "prefill_gflops": 2 * params * tokens / prefill_s / 1e9,
+        "decode_tokens_per_s": sum(len(o) for o in out) / decode_s,
+        "decode_seconds": decode_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "int8"])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    flags = cpu_arithmetic.cpu_flags()
+    dtypes = [d for d in args.dtypes if d != "int8" or cpu_arithmetic.int8_supported()]
+    print("CPU flags:", " ".join(name for name, on in flags.items() if on) or "none reported")
+    print("dtype auto picks here:", cpu_arithmetic.resolve_dtype("auto", cuda=False))
+    peaks = {d: gemm_peak(d) for d in dtypes}
+    print("\nGEMM 2048x576x1536, one thread (GFLOP/s):")
+    for d, g in peaks.items():
+        print(f"  {d:9s} {g:7.1f}")
+    rows = []
+    print("\n| model | arithmetic | prefill tokens/s | GFLOP/s (share of its GEMM peak) | decode tokens/s (8 rows) |")
+    print("|---|---|--:|--:|--:|")
+    for slug in args.models:
+        for d in dtypes:
+            r = bench_model(slug, config["llms"][slug], d, args.prompts, args.new_tokens)
+            r["gemm_peak_gflops"] = peaks[d]
+            rows.append(r)
+            print(
+                f"| {slug} | {d} | {r['prefill_tokens_per_s']:,.0f} | {r['prefill_gflops']:.0f} "
+                f"({100 * r['prefill_gflops'] / peaks[d]:.0f}%) | {r['decode_tokens_per_s']:,.1f} |",
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text(json.dumps({"flags": flags, "gemm_gflops": peaks, "models": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""The arithmetic a transformers model runs in on a CPU, chosen from the CPU's flags, and the int8
+linear layer that makes one of them.
+
+What multiplies fastest depends on the CPU (docs/performance.md, "The CPU engine"): with AMX,
+bfloat16 tiles; on AVX-512 with VNNI and on AVX2 alone, int8 through fbgemm (on AVX2, bfloat16 is
+5x *slower* than float32). ``resolve_dtype`` turns ``llms.<name>.dtype`` into one of them,
+deterministically: the same machine always runs the same arithmetic, so it gives the same numbers,
+and the arithmetic is part of every generation-store key.
+
+``Int8RowLinear`` is int8 that keeps a call's output independent of its batch. PyTorch's dynamic
+quantization takes one activation scale for the whole input tensor, so a row's result depends on
+which other rows (prompts, padding) share it. Here each row is scaled by its own largest magnitude
+first and two fixed anchor rows pin the tensor's range to [-1, 1], so the scale fbgemm picks is the
+same for every input: each row is quantized on its own, the integer products are exact, and every
+row's output is bitwise the same alone or in any batch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+# The arithmetics a transformers model runs in, by their names in llms.<name>.dtype.
+DTYPES = ("float32", "bfloat16", "float16", "int8")
+# Bump when Int8RowLinear's numerics change: it is part of the store key of every int8 call.
+INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-v1"
+
+
+def cpu_flags() -> dict[str, bool]:
+    """The CPU capabilities that decide the arithmetic (``torch.cpu.get_capabilities``, torch >=
+    2.8; older releases report none, so float32 is chosen)."""
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    found = capabilities() if capabilities is not None else {}
+    names = ("amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2", "fma")
+    return {name: bool(found.get(name)) for name in names}
+
+
+def has_fbgemm() -> bool:
+    """Whether this torch build has fbgemm, the x86 int8 kernels."""
+    return "fbgemm" in torch.backends.quantized.supported_engines
+
+
+def int8_supported() -> bool:
+    """Whether this CPU runs fbgemm's int8 kernels (x86 with AVX2 or better)."""
+    flags = cpu_flags()
+    return has_fbgemm() and (flags["avx2"] or flags["avx512f"])
+
+
+def resolve_dtype(requested: str | None, cuda: bool) -> str:
+    """The arithmetic a transformers model runs in.
+
+    - an explicit ``float32``, ``bfloat16``, ``float16`` or ``int8``: that one (int8 only on a CPU
+      with fbgemm);
+    - ``null``: float32 on a CPU, bfloat16 on CUDA (the conservative default);
+    - ``auto``: bfloat16 on CUDA; on a CPU, the fastest measured one for its flags: bfloat16 with
+      AMX, int8 with AVX2 or AVX-512 (fbgemm), float32 otherwise.
+    """
+    if requested == "int8":
+        if cuda:
+            raise ValueError("dtype int8 is a CPU arithmetic (fbgemm); on a GPU use bfloat16 or auto")
+        if not int8_supported():
+            raise ValueError("dtype int8 needs an x86 CPU with AVX2 (fbgemm); use float32 or auto here")
+        return "int8"
+    if requested not in (None, "auto"):
+        if requested not in DTYPES:
+            raise ValueError(f"unknown dtype {requested!r}; expected one of {DTYPES}, auto or null")
+        return requested
+    if cuda:
+        return "bfloat16"
+    if requested == "auto":
+        if cpu_flags()["amx_bf16"]:
+            return "bfloat16"
+        if int8_supported():
+            return "int8"
+    return "float32"
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    """The dtype the weights are loaded in: int8 models load in float32 and are converted after."""
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}[
+        dtype
+    ]
+
+
+# Input channels per linear layer kept in float32: the ones with the largest activations on the
+# calibration text. Small LLMs have a few channels whose activations are tens of times the others';
+# scaled per row together with them, the rest would keep only a few of their 7 bits (LLM.int8()'s
+# observation). With 16 such channels per layer the next-token distributions of the demo models
+# moved 5-7x less from float32's (mean KL on real demo prompts; docs/performance.md).
+OUTLIER_CHANNELS = 16
+# A fixed text to find those channels on: they are systematic (the same whatever the input), and a
+# fixed text keeps the choice, and so every output, deterministic.
+CALIBRATION_TEXT = (
+    "The Republic of Chile is a country in the western part of South America. Its capital and largest "
+    "city is Santiago, and its official language is Spanish. Question: What is the currency of Japan? "
+    "Answer: The yen. The mountain range that runs along the border is the Andes, and the Atacama Desert "
+    "in the north is one of the driest places on Earth. Population: 19 million people (2020 census). "
+    "Calling code +56, internet domain .cl."
+)
+
+
+class Int8RowLinear(nn.Module):
+    """``nn.Linear`` in int8 (weights per output channel, activations per row, through fbgemm), with
+    a few outlier input channels in float32.
+
+    Each input row x is divided by m, the largest magnitude among its non-outlier channels, and
+    clipped to [-1, 1]; two anchor rows (+1 and -1) are appended so the tensor's range is exactly
+    [-1, 1] whatever the input, and fbgemm's dynamic linear quantizes, multiplies in integers and
+    dequantizes; the result is multiplied back by m. The outlier channels' weights are zero in the
+    int8 matrix (so their clipped values add nothing there) and multiply the unscaled values in
+    float32. fbgemm reduces the activations to 7 bits on x86 (``reduce_range``), so that the AVX2
+    kernels' 16-bit pair sums cannot saturate.
+    """
+
+    def __init__(self, linear: nn.Linear, outliers: torch.Tensor | None = None) -> None:
+        super().__init__()
+        weight = linear.weight.detach().to(torch.float32)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        outliers = torch.zeros(0, dtype=torch.long) if outliers is None else outliers.to(torch.long).sort().values
+        self.register_buffer("_outliers", outliers, persistent=False)
+        self.register_buffer("_outlier_weight", weight[:, outliers].t().contiguous(), persistent=False)
+        inliers = torch.ones(self.in_features)
+        inliers[outliers] = 0.0
+        self.register_buffer("_inliers", inliers, persistent=False)
+        weight = weight * inliers
+        scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-12).to(torch.float64)
+        zeros = torch.zeros(self.out_features, dtype=torch.int64)
+        with warnings.catch_warnings():
+            # torch 2.13 marks its quantized tensor types deprecated (pytorch issue 184982, in favour
+            # of torchao); fbgemm's packed linear is still what runs int8 fastest here. torch is
+            # pinned (constraints-cpu.txt), so this stays until a pin moves.
+            warnings.filterwarnings("ignore", message=".*quantize_per_channel.*", category=UserWarning)
+            qweight = torch.quantize_per_channel(weight, scales, zeros, axis=0, dtype=torch.qint8)
+        self._packed = torch.ops.quantized.linear_prepack(qweight, None)
+        bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).clone()
+        self.register_buffer("bias", bias, persistent=False)
+        anchors = torch.zeros(2, self.in_features)
+        anchors[0, 0], anchors[1, 0] = 1.0, -1.0
+        self.register_buffer("_anchors", anchors, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        rows = x.reshape(-1, self.in_features).to(torch.float32)
+        has_outliers = self._outliers.numel() > 0
+        magnitude = (rows.abs() * self._inliers if has_outliers else rows.abs()).amax(dim=1, keepdim=True)
+        magnitude = magnitude.clamp_(min=torch.finfo(torch.float32).tiny)
+        scaled = torch.cat([(rows / magnitude).clamp_(-1.0, 1.0), self._anchors])
+        out = torch.ops.quantized.linear_dynamic(scaled, self._packed, True)[: rows.shape[0]].mul_(magnitude)
+        if has_outliers:
+            out.addmm_(rows[:, self._outliers], self._outlier_weight)
+        if self.bias is not None:
+            out.add_(self.bias)
+        return out.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 rows x int8 channels, "
+            f"{self._outliers.numel()} float32 outlier channels"
+        )
+
+
+@torch.inference_mode()
+def outlier_channels(model: nn.Module, calibration_ids: list[int], k: int = OUTLIER_CHANNELS) -> dict[str, torch.Tensor]:
+    """Per ``nn.Linear`` (by module name), the ``k`` input channels with the largest magnitude over
+    one float32 forward pass of ``calibration_ids``."""
+    peaks: dict[str, torch.Tensor] = {}
+    hooks = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+
+            def record(module: nn.Module, inputs: tuple, output: Any, name: str = name) -> None:
+                x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).abs().amax(dim=0).float()
+                peaks[name] = torch.maximum(peaks[name], x) if name in peaks else x
+
+            hooks.append(module.register_forward_hook(record))
+    try:
+        device = model.get_input_embeddings().weight.device
+        model(input_ids=torch.tensor([calibration_ids], device=device), use_cache=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {name: peak.topk(min(k, peak.numel())).indices.cpu() for name, peak in peaks.items()}
+
+
+def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None, k: int = OUTLIER_CHANNELS) -> int:
+    """Replace every ``nn.Linear`` of ``model`` (the output layer included) by ``Int8RowLinear``, in
+    place, each with its ``k`` outlier channels found on ``calibration_ids`` (None: no outlier
+    channels); returns how many. Embeddings stay float32, so a tied output layer gets its own copy."""
+    outliers = outlier_channels(model, calibration_ids, k) if calibration_ids and k else {}
+    replaced = 0
+    for parent_name, module in list(model.named_modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                full = f"{parent_name}.{name}" if parent_name else name
+                setattr(module, name, Int8RowLinear(child, outliers.get(full)))
+                replaced += 1
+    return replaced
+
+
+def output_vocabulary(model: Any) -> int:
+    """Rows of the output layer (the vocabulary), whatever its type."""
+    head = model.get_output_embeddings()
+    rows = getattr(head, "out_features", None)
+    return int(rows) if rows is not None else int(head.weight.shape[0])

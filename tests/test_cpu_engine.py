@@ -1,0 +1,255 @@
+"""The transformers backend's CPU engine (``generation.hf_engine``) and its int8 arithmetic
+(``generation.cpu_arithmetic``), checked against transformers itself: ``model.generate`` and
+direct unbatched forward passes, on tiny random Llamas built here (fast tier) and on both demo
+models (slow tier).
+
+What must hold, and why:
+- in float32 the engine decodes what ``model.generate`` decodes, prompt by prompt;
+- a call's output does not depend on the other calls of its batch (the generation store keys a call
+  without its batch): one prompt alone and inside a batch of other lengths give the same output;
+- a prefix reused from an earlier prompt gives what computing it again gives;
+- int8 rows are quantized one by one, so an int8 linear layer's row is bitwise the same alone or in
+  any batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
+
+from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator
+from llm_utility.generation.cpu_arithmetic import Int8RowLinear, outlier_channels, quantize_linears, resolve_dtype
+from llm_utility.generation.generator import cut_answer
+
+PROMPTS = [
+    "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
+    "Question: What is the capital of Chile? Answer:",
+    "Information: Oslo lies on the coast of Norway. Lima is the capital of Peru. Lima lies on the coast "
+    "of the Pacific ocean, and is home to ten million people. Question: What is the capital of Peru? Answer:",
+    "Peru?",
+    "Information: Lima is the capital of Peru. Question: What is the capital of Chile? Answer:",
+    "Santiago",
+]
+
+int8_only = pytest.mark.skipif(not cpu_arithmetic.int8_supported(), reason="int8 needs an x86 CPU with AVX2 (fbgemm)")
+
+
+def direct_greedy(gen, prompt: str, max_new_tokens: int, stop: list[str]) -> str:
+    """transformers' own greedy ``generate`` on one unpadded prompt, cut by the stop rule."""
+    ids = torch.tensor([gen.encode(prompt)])
+    with torch.inference_mode():
+        out = gen.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=gen._gen_config,
+            max_new_tokens=max_new_tokens,
+        )
+    return cut_answer(gen.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True), stop)
+
+
+@pytest.fixture(scope="module")
+def tiny_fp32(tmp_path_factory):
+    return _tiny("bos", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def tiny_int8(tmp_path_factory):
+    if not cpu_arithmetic.int8_supported():
+        pytest.skip("int8 needs an x86 CPU with AVX2 (fbgemm)")
+    path = tmp_path_factory.mktemp("tiny-int8")
+    return load_generator(write_tiny_llama(path, "no_bos", seed=3), {**tiny_spec(path), "dtype": "int8"})
+
+
+# --- the arithmetic ---------------------------------------------------------------------------------
+
+
+def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
+    flags = {"amx_bf16": False, "avx512f": False, "avx2": True}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
+    monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
+    assert resolve_dtype("auto", cuda=False) == "int8"  # AVX2 only: fbgemm's int8
+    assert resolve_dtype(None, cuda=False) == "float32" and resolve_dtype("float32", cuda=False) == "float32"
+    assert resolve_dtype("auto", cuda=True) == "bfloat16" and resolve_dtype(None, cuda=True) == "bfloat16"
+    flags.update(avx2=True, avx512f=True)
+    assert resolve_dtype("auto", cuda=False) == "int8"  # AVX-512 with VNNI: int8 again
+    flags["amx_bf16"] = True
+    assert resolve_dtype("auto", cuda=False) == "bfloat16"  # AMX: bfloat16 tiles
+    flags.update(amx_bf16=False, avx2=False, avx512f=False)
+    assert resolve_dtype("auto", cuda=False) == "float32"  # no fbgemm kernels (e.g. an ARM CPU)
+    with pytest.raises(ValueError, match="needs an x86 CPU"):
+        resolve_dtype("int8", cuda=False)
+    with pytest.raises(ValueError, match="CPU arithmetic"):
+        resolve_dtype("int8", cuda=True)
+    with pytest.raises(ValueError, match="unknown dtype"):
+        resolve_dtype("int4", cuda=False)
+    monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch reports no flags: float32
+    assert resolve_dtype("auto", cuda=False) == "float32"
+
+
+@int8_only
+def test_an_int8_row_is_the_same_alone_and_in_any_batch():
+    """The integer product is exact, so bitwise the same; the float32 product of the outlier channels
+    goes through a GEMM whose kernel depends on the row count (1 ulp apart)."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 48)
+    rows = torch.randn(9, 64) * torch.logspace(-3, 3, 9)[:, None]  # magnitudes a million apart
+    rows[4, 17] = 500.0  # an outlier channel far beyond the row's other values
+    others = torch.randn(5, 64) * 1e4
+    for outliers in (None, torch.tensor([3, 17])):
+        layer = Int8RowLinear(linear, outliers)
+        together = layer(rows)
+        for i in range(len(rows)):
+            alone = layer(rows[i : i + 1])
+            beside_others = layer(torch.cat([rows[i : i + 1], others]))[:1]
+            for got in (together[i : i + 1], beside_others):
+                if outliers is None:
+                    assert torch.equal(alone, got)
+                else:
+                    assert torch.allclose(alone, got, rtol=1e-6, atol=1e-6 * float(alone.abs().max()))
+
+
+@int8_only
+def test_an_int8_linear_is_within_its_quantization_error_of_float32():
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(128, 32, bias=True)
+    x = torch.randn(20, 128)
+    x[:, 5] *= 40.0  # one outlier channel, as LLM activations have
+    exact = linear(x)
+    for outliers, bound in ((None, 0.25), (torch.tensor([5]), 0.03)):
+        got = Int8RowLinear(linear, outliers)(x)
+        # Activations keep 7 bits of their row's range: the error is a few percent of the output's
+        # scale, and much less once the outlier channel is left out of that range.
+        error = ((got - exact).norm(dim=1) / exact.norm(dim=1)).max()
+        assert error < bound, (outliers, float(error))
+    # The outlier channel's own contribution is float32: an input only there is exact.
+    only = torch.zeros(1, 128)
+    only[0, 5] = 3.0
+    got = Int8RowLinear(linear, torch.tensor([5]))(only)
+    assert torch.allclose(got, linear(only), atol=1e-5)
+
+
+@int8_only
+def test_outlier_channels_are_the_largest_inputs_of_each_layer(tiny_fp32):
+    model = tiny_fp32.model
+    ids = tiny_fp32.encode("Lima is the capital of Peru.")
+    seen = {}
+    hooks = [
+        m.register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, inp[0][0].abs().amax(0)))
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
+    with torch.inference_mode():
+        model(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    chosen = outlier_channels(model, ids, k=4)
+    assert set(chosen) == set(seen) and "lm_head" in chosen
+    for name, peaks in seen.items():
+        assert set(chosen[name].tolist()) == set(peaks.topk(4).indices.tolist())
+
+
+@int8_only
+def test_quantize_linears_replaces_every_linear_and_keeps_the_embeddings(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    manifest = write_tiny_llama(tmp_path / "m", "bos")
+    model = AutoModelForCausalLM.from_pretrained(manifest["load_path"]).eval()
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    embeddings = model.get_input_embeddings().weight.clone()
+    assert quantize_linears(model, [1, 5, 9, 12], k=4) == n_linear
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert torch.equal(model.get_input_embeddings().weight, embeddings)
+    assert cpu_arithmetic.output_vocabulary(model) == model.config.vocab_size
+
+
+# --- the engine -------------------------------------------------------------------------------------
+
+
+def test_the_engine_decodes_what_transformers_generate_decodes(tiny_fp32):
+    gen = tiny_fp32
+    assert gen.dtype == "float32"
+    for stop in ([], ["e"], [" "]):  # " " stops after the answer began (leading whitespace does not)
+        got = gen.generate(PROMPTS, max_new_tokens=12, stop=stop)
+        assert got == [direct_greedy(gen, p, 12, stop) for p in PROMPTS], stop
+
+
+def test_a_call_is_the_same_alone_and_in_a_batch_of_other_lengths(tiny_fp32):
+    gen = tiny_fp32
+    together = gen.generate(PROMPTS, max_new_tokens=10)
+    for prompt, expected in zip(PROMPTS, together):
+        gen._prefixes.clear()
+        assert gen.generate([prompt], max_new_tokens=10) == [expected]
+    pairs = [(p, " Lima is the capital") for p in PROMPTS]
+    scores = gen.score(pairs)
+    for pair, expected in zip(pairs, scores):
+        gen._prefixes.clear()  # alone, it reuses no prefix: float32 rounding apart (a few 1e-6)
+        assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_reused_prefix_gives_the_logits_and_states_of_a_fresh_computation(tiny_fp32):
+    model = tiny_fp32.model
+    first, second = (tiny_fp32.encode(p) for p in PROMPTS[:2])
+    longer = first + second
+    warm = hf_engine.PrefixCache()
+    with torch.inference_mode():
+        hf_engine.prefill(model, first, warm)
+        kv_reused, logits_reused = hf_engine.prefill(model, longer, warm, keep=4)
+        kv_fresh, logits_fresh = hf_engine.prefill(model, longer, hf_engine.PrefixCache(), keep=4)
+    assert warm.reused_tokens == len(first) and warm.computed_tokens == len(first) + len(second)
+    assert torch.allclose(logits_reused, logits_fresh, atol=1e-5)
+    for (k1, v1), (k2, v2) in zip(kv_reused, kv_fresh):
+        assert torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
+
+
+def test_prefix_cache_finds_the_longest_prefix_and_forgets_the_least_recent():
+    kv = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
+    cache = hf_engine.PrefixCache(max_bytes=2 * 20 * 2 * 4 * 2)  # room for two 20-token entries
+    a, b = list(range(20)), list(range(10)) + list(range(100, 110))
+    cache.add(a, kv(20))
+    cache.add(b, kv(20))
+    n, found = cache.longest_prefix(list(range(15)) + [7, 7], limit=16)
+    assert n == 15 and found[0][0].shape[2] == 15  # from a
+    assert cache.longest_prefix(list(range(10)) + list(range(100, 120)), limit=30)[0] == 20  # all of b
+    assert cache.longest_prefix(a, limit=12)[0] == 12  # never more than the limit
+    assert cache.longest_prefix([5] * 30, limit=30) == (0, None)  # nothing shared
+    assert cache.longest_prefix(list(range(5)) + [9] * 10, limit=15) == (0, None)  # too short to reuse
+    cache.add(list(range(200, 220)), kv(20))  # a third entry drops the least recently used (b)
+    assert cache.longest_prefix(b, limit=20)[0] == 10  # only a's first ten tokens are left
+
+
+def test_decoding_batches_bound_memory_and_padding():
+    lengths = [600, 590, 560, 450, 440, 300, 40]
+    groups = hf_engine.decode_groups(lengths, token_bytes=1000, max_bytes=2_000_000)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert groups == [[0, 1, 2], [3, 4], [5], [6]]
+    for g in groups:
+        assert len(g) * lengths[g[0]] * 1000 <= 2_000_000 or len(g) == 1
+        assert all(4 * lengths[i] >= 3 * lengths[g[0]] for i in g)
+
+
+@int8_only
+def test_int8_calls_are_the_same_alone_and_in_a_batch(tiny_int8):
+    gen = tiny_int8
+    assert gen.dtype == "int8" and gen.store_key_extras()["int8"] == cpu_arithmetic.INT8_RECIPE
+    together = gen.generate(PROMPTS, max_new_tokens=10)
+    alone = []
+    for prompt in PROMPTS:
+        gen._prefixes.clear()
+        alone.append(gen.generate([prompt], max_new_tokens=10)[0])
+    assert alone == together
+    pairs = [(p, " Lima is the capital of Peru") for p in PROMPTS]
+    scores = gen.score(pairs)
+    for pair, expected in zip(pairs, scores):
+        gen._prefixes.clear()
+        assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
+
+
+@int8_only
+def test_int8_scores_are_a_direct_unbatched_call_of_the_same_int8_model(tiny_int8):
+    """The independent check of scoring, in int8: the engine (prefix reuse, kept logits) against
+    one plain forward pass of the same quantized model."""
+    gen = tiny_int8
+    pairs = [(p, " Lima is the capital of Peru.") for p in PROMPTS] + [("", PROMPTS[2])]
+    got = gen.score(pairs)
+    for (prompt, target), scores in zip(pairs, got):
+        ids, tid = gen.encode(prompt) if prompt else [], gen.tokenizer(target, add_special_tokens=False)["input_ids"]
+        assert scores == pytest.approx(direct_target_logprobs(gen.model, ids, tid), abs=1e-4)
