@@ -111,22 +111,6 @@ def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
         normalize_spec({"backend": "vllm", "weights": {"gguf_package": "p"}, "prompt_format": "chat"}, "m")
 
 
-def test_dtype_auto_takes_bfloat16_only_where_it_is_fast(monkeypatch):
-    import torch
-
-    from llm_utility.generation import hf_backend
-
-    caps = {"amx_bf16": False}
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps)
-    table = {(req, cuda): hf_backend.resolve_dtype(req, cuda) for req in (None, "auto", "float32", "float16") for cuda in (False, True)}
-    assert table == {(None, False): "float32", (None, True): "bfloat16", ("auto", False): "float32", ("auto", True): "bfloat16",
-                     ("float32", False): "float32", ("float32", True): "float32", ("float16", False): "float16", ("float16", True): "float16"}
-    caps["amx_bf16"] = True  # a CPU with AMX: only auto changes
-    assert hf_backend.resolve_dtype("auto", False) == "bfloat16" and hf_backend.resolve_dtype(None, False) == "float32"
-    monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch: no AMX detection, float32
-    assert not hf_backend.cpu_has_amx_bf16() and hf_backend.resolve_dtype("auto", False) == "float32"
-
-
 def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monkeypatch, tmp_path):
     import torch
     from test_independent_checks import tiny_spec, write_tiny_llama
@@ -134,16 +118,28 @@ def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monke
     from llm_utility.generation import hf_backend, load_generator
     from llm_utility.generation.store import generation_params
 
+    from llm_utility.generation import cpu_arithmetic
+
     manifest = write_tiny_llama(tmp_path, "bos")
     keys = {}
-    for amx in (False, True):
-        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda amx=amx: {"amx_bf16": amx})
+    # Which arithmetic auto picks is tested in test_cpu_engine.py; here, that the model runs in it.
+    flag_sets = {"bfloat16": {"amx_bf16": True}, "float32": {}}
+    if cpu_arithmetic.int8_supported():
+        flag_sets["int8"] = {"avx2": True}
+    for expected, flags in flag_sets.items():
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda flags=flags: flags)
         gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": "auto"})
-        assert gen.dtype == ("bfloat16" if amx else "float32") and gen.model.dtype == getattr(torch, gen.dtype)
+        assert gen.dtype == expected
+        if expected == "int8":
+            assert all(not isinstance(m, torch.nn.Linear) for m in gen.model.modules())
+        else:
+            assert gen.model.dtype == getattr(torch, expected)
         assert len(gen.generate(["Lima is"], max_new_tokens=3)) == 1
-        keys[amx] = generation_params(gen, 3, ["\n"])
+        keys[expected] = generation_params(gen, 3, ["\n"])
         gen.close()
-    assert keys[False]["dtype"] == "float32" and keys[True]["dtype"] == "bfloat16"
+    assert {k: v["dtype"] for k, v in keys.items()} == {k: k for k in keys}
+    if "int8" in keys:
+        assert keys["int8"]["int8"] == cpu_arithmetic.INT8_RECIPE and "int8" not in keys["float32"]
 
 
 def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch):
