@@ -43,8 +43,7 @@ transfer_unknown_inputs = lambda wc: {
 MODEL_RULE_OUTPUT = {
     "materialize_model": MANIFEST,
     "answer_candidates": fill(ANSWERS, context="none"),
-    "answer_gold_C": fill(ANSWERS, context=PLAN.gold_contexts("C")[0]),
-    "answer_gold_U": fill(ANSWERS, context=PLAN.gold_contexts("U")[0]),
+    "answer_gold": fill(ANSWERS, context=PLAN.gold_contexts("C")[0]),
     "answer_thinking": fill(ANSWERS, context="topk_think"),
     "judge": PERPLEXITY,
     "judge_thinking": (

@@ -120,82 +120,50 @@ use rule answer_candidates as answer_candidates_part with:
         dataset=sharded("answer_candidates"),
 
 
-# Every LLM's gold set among C (or U), answered by {llm}; its own is gold_C_from_{llm}. One engine start
-# per (dataset, LLM, candidate set) covers Table 1's G(C) and the transfer matrices.
-ANSWER_GOLD = {
-    c: shardable(
-        f"answer_gold_{c}",
-        output=answers_named(PLAN.gold_contexts(c)),
-        log=f"logs/answer_gold/{{dataset}}/{{llm}}/{c}.log",
-        benchmark=f"benchmarks/out/answer_gold/{{dataset}}/{{llm}}/{c}.tsv",
-    )
-    for c in ("C", "U")
-}
+# Every LLM's gold sets among C and among U, answered by {llm}; its own are gold_{C,U}_from_{llm}.
+# One job per (dataset, LLM) covers Table 1's G(C) and G(U) and the transfer matrices: G(C) and G(U)
+# are often the same passages, and one job computes the prompts they share once.
+ANSWER_GOLD = shardable(
+    "answer_gold",
+    output=answers_named(PLAN.gold_contexts("C") + PLAN.gold_contexts("U")),
+    log="logs/answer_gold/{dataset}/{llm}.log",
+    benchmark="benchmarks/out/answer_gold/{dataset}/{llm}.tsv",
+)
 
 
-use rule answer_candidates as answer_gold_C with:
+use rule answer_candidates as answer_gold with:
     input:
         **GOLD_TABLES["C"],
-        **MODEL_JOB_INPUTS,
-        # Not read: G(C) and G(U) are often the same passages, so C waits for U and the store serves
-        # it the prompts they share instead of both jobs computing them at once.
-        after_U=fill(ANSWERS, context=gold_context("U", "{llm}")),
-    output:
-        **ANSWER_GOLD["C"]["output"],
-    log:
-        ANSWER_GOLD["C"]["log"],
-    benchmark:
-        ANSWER_GOLD["C"]["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_gold_C"),
-    priority: PRIORITY["answer_gold"]
-    resources:
-        **model_resources("answer_gold_C"),
-
-
-use rule answer_gold_C as answer_gold_C_part with:
-    output:
-        **in_part(ANSWER_GOLD["C"]["output"]),
-    log:
-        in_part(ANSWER_GOLD["C"]["log"]),
-    benchmark:
-        in_part(ANSWER_GOLD["C"]["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_gold_C"),
-
-
-use rule answer_candidates as answer_gold_U with:
-    input:
         **GOLD_TABLES["U"],
         **MODEL_JOB_INPUTS,
     output:
-        **ANSWER_GOLD["U"]["output"],
+        **ANSWER_GOLD["output"],
     log:
-        ANSWER_GOLD["U"]["log"],
+        ANSWER_GOLD["log"],
     benchmark:
-        ANSWER_GOLD["U"]["benchmark"]
+        ANSWER_GOLD["benchmark"]
     wildcard_constraints:
-        dataset=unsharded("answer_gold_U"),
+        dataset=unsharded("answer_gold"),
     priority: PRIORITY["answer_gold"]
     resources:
-        **model_resources("answer_gold_U"),
+        **model_resources("answer_gold"),
 
 
-use rule answer_gold_U as answer_gold_U_part with:
+use rule answer_gold as answer_gold_part with:
     output:
-        **in_part(ANSWER_GOLD["U"]["output"]),
+        **in_part(ANSWER_GOLD["output"]),
     log:
-        in_part(ANSWER_GOLD["U"]["log"]),
+        in_part(ANSWER_GOLD["log"]),
     benchmark:
-        in_part(ANSWER_GOLD["U"]["benchmark"])
+        in_part(ANSWER_GOLD["benchmark"])
     wildcard_constraints:
-        dataset=sharded("answer_gold_U"),
+        dataset=sharded("answer_gold"),
 
 
 # The re-ask control (docs/method.md, "The re-ask"): none, human, topk, union and every LLM's gold
 # sets answered again under the paraphrased `reask` wording with the passages in reverse order, so
 # no evaluated call is the call that selected its passages. Its own job: it needs every LLM's gold
-# sets (as answer_gold_* does) and feeds only Table 1 and the findings, so it runs last among the
+# sets (as answer_gold does) and feeds only Table 1 and the findings, so it runs last among the
 # model jobs (lowest priority) and fills the cores the judge chain leaves free; it shares no prompt
 # with the other jobs, so it waits for none of them.
 if PLAN.reask:

@@ -73,13 +73,13 @@ def test_a_config_s_parts_and_part_jobs():
 def test_shards_per_rule():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = {"default": 2, "judge": 4, "answer_run": 1}
-    cfg["datasets"]["wf-single"]["shards"] = {"answer_gold_C": 3}  # default: 1
+    cfg["datasets"]["wf-single"]["shards"] = {"answer_gold": 3}  # default: 1
     plan = Plan(cfg)
     assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates", "judge_part")] == [4, 1, 2, 4]
-    assert [plan.shards("wf-single", r) for r in ("answer_gold_C", "answer_gold_U", "judge")] == [3, 1, 1]
+    assert [plan.shards("wf-single", r) for r in ("answer_gold", "answer_reask", "judge")] == [3, 1, 1]
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.sharded_datasets("answer_run") == []
-    assert plan.sharded_datasets("answer_gold_C") == ["wf-single", "wf-twohop"]
-    assert plan.unsharded_datasets("answer_gold_C") == ["wf-claims"]
+    assert plan.sharded_datasets("answer_gold") == ["wf-single", "wf-twohop"]
+    assert plan.unsharded_datasets("answer_gold") == ["wf-claims"]
     assert plan.all_parts == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
     base = Plan(_config("config.yaml")).model_jobs()
     jobs = plan.model_jobs()
@@ -91,10 +91,10 @@ def test_shards_per_rule():
     # Each (rule, dataset)'s jobs: its own count of parts per job of the unsharded plan.
     assert count("judge", "wf-twohop") == (4 * 2, 2) and count("answer_run", "wf-twohop") == (2, 2)
     assert count("answer_candidates", "wf-twohop") == (2 * 2, 2) and count("judge", "wf-single") == (2, 2)
-    assert count("answer_gold_C", "wf-single") == (3 * 2, 2) and count("answer_gold_U", "wf-single") == (2, 2)
+    assert count("answer_gold", "wf-single") == (3 * 2, 2) and count("answer_reask", "wf-single") == (2, 2)
     assert ("answer_run", {"dataset": "wf-twohop", "llm": "smollm2-135m", "run": "bm25"}) in jobs
     assert plan.shards_key("wf-twohop", "judge_part") == "datasets.wf-twohop.shards.judge"
-    assert plan.shards_key("wf-twohop", "answer_gold_U") == "datasets.wf-twohop.shards.default"
+    assert plan.shards_key("wf-twohop", "answer_gold") == "datasets.wf-twohop.shards.default"
     assert Plan(_config("config.yaml")).shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards"
     # An integer and a mapping of only a default are the same plan.
     cfg["datasets"]["wf-single"]["shards"] = {"default": 3}
@@ -135,8 +135,8 @@ def test_the_schema_names_every_shardable_rule():
     assert keys == ["default", *SHARDABLE_RULES]
     registered = set()
     for path in (REPO / "rules").glob("*.smk"):
-        registered |= set(re.findall(r'shardable\(\s*f?"(\w+?)(?:_\{c\})?"', path.read_text()))
-    assert registered == set(SHARDABLE_RULES) - {"answer_gold_C", "answer_gold_U"} | {"answer_gold"}
+        registered |= set(re.findall(r'shardable\(\s*"(\w+)"', path.read_text()))
+    assert registered == set(SHARDABLE_RULES)
 
 
 def test_more_shards_than_known_queries_is_a_config_error():
@@ -235,9 +235,9 @@ def test_shards_needed_per_rule():
     assert estimates.longest_job(plan, "nq") == (pytest.approx(300 + 2837 * 4.275), "judge", "qwen3-8b")
     row = estimates.shard_report(plan)[0]
     assert row["shards"]["answer_candidates"] == 2 and row["shards"]["judge"] == 1 == row["shards_needed"]["judge"]
-    # answer_candidates in 2 parts, then one job each of gold C, gold U, judge and answer_judgments (the
-    # one run is BGE-M3's, the top-k answer: no answer_run).
-    assert row["model_jobs"] == 2 + 4 and row["longest_rule"] == "judge"
+    # answer_candidates in 2 parts, then one job each of gold (C and U), judge and answer_judgments
+    # (the one run is BGE-M3's, the top-k answer: no answer_run).
+    assert row["model_jobs"] == 2 + 3 and row["longest_rule"] == "judge"
 
 
 def test_the_paper_config_s_shards_fit_the_limit():

@@ -79,7 +79,7 @@ def test_counterparts_join_the_judge_job_only_where_a_model_thinks():
 def test_model_jobs_of_the_demo(demo):
     pairs = [{"dataset": d, "llm": llm} for d in ("wf-single", "wf-twohop", "wf-claims") for llm in ("smollm2-135m", "gemma3-270m")]
     expected = [("materialize_model", {"llm": "smollm2-135m"}), ("materialize_model", {"llm": "gemma3-270m"})]
-    for rule in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
+    for rule in ("answer_candidates", "answer_gold", "judge"):
         expected += [(rule, wc) for wc in pairs]
     expected += [("answer_judgments", wc) for wc in pairs]
     expected += [("answer_reask", wc) for wc in pairs]
@@ -94,9 +94,9 @@ def test_model_jobs_of_the_paper(paper):
     # datasets x LLMs, each rule's jobs of a dataset once per query shard of that rule
     # (config/paper.yaml's shards: judge in 2 + 4 + 4 + 9 + 3 + 7 = 29 parts per LLM, ...).
     per_llm = {"answer_candidates": 1 + 2 + 2 + 5 + 2 + 4, "judge": 29, "answer_judgments": 1 + 1 + 1 + 2 + 1 + 2,
-               "answer_reask": 1 + 2 + 2 + 3 + 1 + 3}
+               "answer_reask": 1 + 2 + 2 + 3 + 1 + 3, "answer_gold": 1 + 1 + 1 + 2 + 1 + 1}
     assert {r: rules.count(r) for r in set(rules)} == {
-        "materialize_model": 4, "answer_gold_C": 24, "answer_gold_U": 24, "answer_run": 24,
+        "materialize_model": 4, "answer_run": 24,
         **{r: n * 4 for r, n in per_llm.items()},
         "answer_thinking": 1, "judge_thinking": 37,  # qwen3-14b on NQ
     }

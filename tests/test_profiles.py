@@ -57,7 +57,7 @@ def test_slurm_profile_partitions_and_threads():
     # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
     assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
     gpu_rules = _gpu_rules()
-    assert {"answer_candidates", "answer_gold_U", "answer_judgments", "answer_reask", "answer_run", "judge", "judge_thinking", "encode_corpus_shard", "retrieve"} <= gpu_rules
+    assert {"answer_candidates", "answer_gold", "answer_judgments", "answer_reask", "answer_run", "judge", "judge_thinking", "encode_corpus_shard", "retrieve"} <= gpu_rules
     sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
     assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
     assert all("cpus_per_task" not in res for res in profile["set-resources"].values())

@@ -74,8 +74,8 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     assert counts["answer_candidates"] == n_llms and counts["answer_candidates_part"] == 15 * n_llms
     assert counts["answer_candidates_gather"] == gathers("answer_candidates") == 5 * n_llms
     assert counts["gold_sets"] == n_datasets * n_llms
-    # One engine start per (dataset, LLM, candidate set) answers every LLM's gold set.
-    assert _model_jobs(counts, "answer_gold_C") == _model_jobs(counts, "answer_gold_U") == jobs_per_llm("answer_gold_C") * n_llms
+    # One engine start per (dataset, LLM) answers every LLM's gold sets among C and among U.
+    assert _model_jobs(counts, "answer_gold") == jobs_per_llm("answer_gold") * n_llms
     # One judge job per pair (every configured selection, ranking and perplexity: one engine start),
     # the thinking ones for the one model with a thinking switch on NQ, with its thinking
     # pseudo-answer there, and one job answering with every judgment-derived context.
@@ -88,7 +88,7 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     assert counts["answer_thinking"] == n_thinking and "answer_thinking_part" not in counts
     # The re-ask control: one job per pair (none, human, topk, union and every LLM's gold sets re-asked).
     assert _model_jobs(counts, "answer_reask") == jobs_per_llm("answer_reask") * n_llms
-    for rule in ("answer_gold_C", "answer_gold_U", "judge", "answer_judgments", "answer_reask", "answer_run"):
+    for rule in ("answer_gold", "judge", "answer_judgments", "answer_reask", "answer_run"):
         assert counts.get(f"{rule}_gather", 0) == gathers(rule), rule
     assert counts["qrels"] == n_datasets * n_llms * 2
     for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
@@ -114,7 +114,7 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
 
 
 MODEL_RULES = (
-    "materialize_model", "answer_candidates", "answer_gold_C", "answer_gold_U", "answer_thinking", "judge",
+    "materialize_model", "answer_candidates", "answer_gold", "answer_thinking", "judge",
     "judge_thinking", "answer_judgments", "answer_reask", "answer_run",
 )
 MODEL_RULES += tuple(f"{r}_part" for r in MODEL_RULES[1:])
@@ -131,7 +131,7 @@ def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):
-    for rule in ("answer_candidates", "answer_gold_U", "judge", "judge_thinking", "answer_judgments", "answer_run"):
+    for rule in ("answer_candidates", "answer_gold", "judge", "judge_thinking", "answer_judgments", "answer_run"):
         jobs = re.findall(rf"rule {rule}(?:_part)?:.*?resources: ([^\n]*)", paper_dag, re.S)
         assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
         # Every model job asks for the runtime its expected time needs, within the 8-hour limit.
@@ -144,7 +144,7 @@ def test_paper_config_tags_gpu_jobs(paper_dag):
 def test_default_config_resolves(fresh):
     text = _dry_run(fresh, "-p")
     counts = _job_counts(text)
-    assert counts["answer_candidates"] == 3 * 2 and counts["answer_gold_U"] == 3 * 2
+    assert counts["answer_candidates"] == 3 * 2 and counts["answer_gold"] == 3 * 2
     assert counts["judge"] == 3 * 2 and counts["answer_judgments"] == 3 * 2 and counts["table2"] == 1
     # The demo runs the re-ask: one job per (dataset, LLM), every re-ask context its output, and
     # Table 1 reads them.
@@ -172,7 +172,7 @@ def test_reask_switch_off_removes_the_stage(fresh, tmp_path):
 def test_figure1_right_schedules_only_what_it_needs(fresh):
     """One dataset, U candidates: not every transfer job of every dataset (the Figure 1 issue)."""
     counts = _job_counts(_dry_run(fresh, "results/figures/fig1_right_transfer.png"))
-    assert counts["answer_gold_U"] == 2 and "answer_gold_C" not in counts  # one dataset x two LLMs
+    assert counts["answer_gold"] == 2  # one dataset x two LLMs
     assert counts["answer_candidates"] == 2 and counts["retrieve"] == 1
     assert not {"judge", "table1", "answer_judgments"} & set(counts)
     assert sum(counts.values()) - counts["total"] <= 16

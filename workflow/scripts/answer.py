@@ -1,9 +1,9 @@
-"""Rules answer_candidates, answer_gold_C, answer_gold_U and answer_reask (and answer_thinking,
+"""Rules answer_candidates, answer_gold and answer_reask (and answer_thinking,
 answer_judgments): one job answers every context its outputs name (none, single, topk, union, human;
 gold_{C,U}_from_<llm>; reask_*) through the generation store.
 
 By hand (inputs must exist):
-    python workflow/scripts/answer.py answer_gold_U dataset=wf-single llm=smollm2-135m
+    python workflow/scripts/answer.py answer_gold dataset=wf-single llm=smollm2-135m
 """
 
 if "snakemake" not in globals():

@@ -26,7 +26,7 @@ from torch import nn
 # The arithmetics a transformers model runs in, by their names in llms.<name>.dtype.
 DTYPES = ("float32", "bfloat16", "float16", "int8")
 # Bump when Int8RowLinear's numerics change: it is part of the store key of every int8 call.
-INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-v1"
+INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-v2"
 
 
 def cpu_flags() -> dict[str, bool]:
@@ -126,14 +126,15 @@ class Int8RowLinear(nn.Module):
         inliers[outliers] = 0.0
         self.register_buffer("_inliers", inliers, persistent=False)
         weight = weight * inliers
-        scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-12).to(torch.float64)
+        scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-12)
+        integers = torch.round(weight / scales[:, None]).clamp_(-127, 127).to(torch.int8)
         zeros = torch.zeros(self.out_features, dtype=torch.int64)
         with warnings.catch_warnings():
             # torch 2.13 marks its quantized tensor types deprecated (pytorch issue 184982, in favour
             # of torchao); fbgemm's packed linear is still what runs int8 fastest here. torch is
             # pinned (constraints-cpu.txt), so this stays until a pin moves.
-            warnings.filterwarnings("ignore", message=".*quantize_per_channel.*", category=UserWarning)
-            qweight = torch.quantize_per_channel(weight, scales, zeros, axis=0, dtype=torch.qint8)
+            warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
+            qweight = torch._make_per_channel_quantized_tensor(integers, scales.to(torch.float64), zeros, 0)
         self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).clone()
         self.register_buffer("bias", bias, persistent=False)
@@ -164,21 +165,23 @@ class Int8RowLinear(nn.Module):
 
 @torch.inference_mode()
 def outlier_channels(model: nn.Module, calibration_ids: list[int], k: int = OUTLIER_CHANNELS) -> dict[str, torch.Tensor]:
-    """Per ``nn.Linear`` (by module name), the ``k`` input channels with the largest magnitude over
-    one float32 forward pass of ``calibration_ids``."""
+    """Per ``nn.Linear`` inside the layers (by module name; not the output layer, which stays
+    float32), the ``k`` input channels with the largest magnitude over one float32 forward pass of
+    ``calibration_ids``. The pass keeps the logits of the last position only."""
     peaks: dict[str, torch.Tensor] = {}
     hooks = []
+    head = model.get_output_embeddings()
+
+    def record(name: str, x: torch.Tensor) -> None:
+        x = x.detach().reshape(-1, x.shape[-1]).abs().amax(dim=0).float()
+        peaks[name] = torch.maximum(peaks[name], x) if name in peaks else x
+
     for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-
-            def record(module: nn.Module, inputs: tuple, output: Any, name: str = name) -> None:
-                x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).abs().amax(dim=0).float()
-                peaks[name] = torch.maximum(peaks[name], x) if name in peaks else x
-
-            hooks.append(module.register_forward_hook(record))
+        if isinstance(module, nn.Linear) and module is not head:
+            hooks.append(module.register_forward_hook(lambda m, inputs, out, name=name: record(name, inputs[0])))
     try:
         device = model.get_input_embeddings().weight.device
-        model(input_ids=torch.tensor([calibration_ids], device=device), use_cache=False)
+        model(input_ids=torch.tensor([calibration_ids], device=device), use_cache=False, logits_to_keep=1)
     finally:
         for hook in hooks:
             hook.remove()
@@ -186,14 +189,20 @@ def outlier_channels(model: nn.Module, calibration_ids: list[int], k: int = OUTL
 
 
 def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None, k: int = OUTLIER_CHANNELS) -> int:
-    """Replace every ``nn.Linear`` of ``model`` (the output layer included) by ``Int8RowLinear``, in
+    """Replace every ``nn.Linear`` of ``model`` but the output layer by ``Int8RowLinear``, in
     place, each with its ``k`` outlier channels found on ``calibration_ids`` (None: no outlier
-    channels); returns how many. Embeddings stay float32, so a tied output layer gets its own copy."""
+    channels); returns how many.
+
+    The embeddings and the output layer stay float32. Packing the output layer for fbgemm costs
+    more than it saves in the demo: 8 s for Gemma 3's 262k x 640 matrix in every model job, against
+    about 3 ms per decoded or scored token (docs/performance.md#the-cpu-engine); and its logits
+    are what greedy decoding and every score read."""
+    head = model.get_output_embeddings()
     outliers = outlier_channels(model, calibration_ids, k) if calibration_ids and k else {}
     replaced = 0
     for parent_name, module in list(model.named_modules()):
         for name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear):
+            if isinstance(child, nn.Linear) and child is not head:
                 full = f"{parent_name}.{name}" if parent_name else name
                 setattr(module, name, Int8RowLinear(child, outliers.get(full)))
                 replaced += 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +22,8 @@ from .generator import Generator, cut_answer, length_batches
 from .hf_engine import PrefixCache, Workspace, greedy_generate, prefill
 
 __all__ = ["HFGenerator", "resolve_dtype"]
+
+log = logging.getLogger("llm_utility")
 
 # The most memory one scoring batch's logits may take (rows x kept positions x vocabulary x 4 bytes):
 # a passage's perplexity keeps every one of its positions, and Gemma's vocabulary has 262k tokens.
@@ -78,14 +82,20 @@ class HFGenerator(Generator):
     def model(self) -> Any:
         """The weights, loaded on the first ``generate``: a job whose prompts the generation store
         already holds never pays for them."""
+        started = time.perf_counter()
         model = AutoModelForCausalLM.from_pretrained(
             self.load_path,
             dtype=torch_dtype(self.dtype),
             device_map="auto" if self._cuda else None,
         )
         model.eval()
+        loaded = time.perf_counter()
         if self.dtype == "int8":
             quantize_linears(model, self.encode(CALIBRATION_TEXT))
+        log.info(
+            "%s: weights loaded in %.1f s%s", self.slug, loaded - started,
+            f", int8 in {time.perf_counter() - loaded:.1f} s" if self.dtype == "int8" else "",
+        )
         base = model.generation_config
         # A fresh config, not the model's: Qwen3 and others ship sampling defaults (temperature,
         # top_p) that would warn, or worse, leak into what must be plain greedy decoding.

@@ -20,7 +20,7 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     first. So every script also runs by hand, e.g. in a debugger::
 
         python workflow/scripts/table1.py
-        python workflow/scripts/answer.py answer_gold_U dataset=wf-single llm=smollm2-135m
+        python workflow/scripts/answer.py answer_gold dataset=wf-single llm=smollm2-135m
 
     Run it from the workflow's working directory (the repository root, as ``snakemake`` is): paths
     are the workflow's own, relative to ``workdir`` (default: the current directory). The job's

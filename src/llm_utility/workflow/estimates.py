@@ -91,8 +91,8 @@ def rule_calls(plan: Plan, rule: str, llm: str) -> list[Calls]:
         # none, one call per passage of U (C and the human passages not in it: at most k + h), top-k,
         # union, human.
         return [ans("none", 1, 0), ans("single", k + h, 1), ans("topk", 1, k), ans("union", 1, k + h), ans("human", 1, h)]
-    if rule in ("answer_gold_C", "answer_gold_U"):
-        return [ans("gold", n_llms, g)]
+    if rule == "answer_gold":
+        return [ans("gold", 2 * n_llms, g)]  # every LLM's gold set among C and among U
     if rule == "answer_reask":
         return [ans("reask_none", 1, 0), ans("reask_human", 1, h), ans("reask_topk", 1, k), ans("reask_union", 1, k + h),
                 ans("reask_gold", 2 * n_llms, g)]

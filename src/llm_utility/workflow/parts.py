@@ -22,8 +22,7 @@ _PART = re.compile(r"^(\d+)-of-(\d+)$")
 # the keys of a `shards` mapping besides `default`.
 SHARDABLE_RULES = (
     "answer_candidates",
-    "answer_gold_C",
-    "answer_gold_U",
+    "answer_gold",
     "answer_reask",
     "answer_run",
     "judge",

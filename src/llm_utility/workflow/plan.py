@@ -501,7 +501,7 @@ class Plan:
         pairs = [{"dataset": d, "llm": llm} for d in self.datasets for llm in self.llms]
         thinking = [{"dataset": d, "llm": llm} for d, llm in self.thinking_pairs]
         jobs: list[tuple[str, dict[str, str]]] = [("materialize_model", {"llm": llm}) for llm in self.llms]
-        for name in ("answer_candidates", "answer_gold_C", "answer_gold_U", "judge"):
+        for name in ("answer_candidates", "answer_gold", "judge"):
             jobs += [(name, wc) for wc in pairs]
         if any(selection_method(m).pseudo_context == "topk_think" for m in self.thinking_methods):
             jobs += [("answer_thinking", wc) for wc in thinking]

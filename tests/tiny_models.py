@@ -1,0 +1,72 @@
+"""Tiny random LLMs built at test time, for runs that check wiring rather than model numbers: a chat
+Llama (SmolLM2's kind: a chat template that writes the BOS token itself) and a completion Gemma 3
+(Gemma 3 270M's kind: the tokenizer adds BOS, and alternating sliding-window and full attention, with a
+window shorter than the prompts).
+
+Each is a model folder with a byte-level BPE tokenizer trained in milliseconds, loadable by
+``AutoModelForCausalLM`` and the workflow's ``weights: {path: ...}``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+TEXT = (
+    "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer: "
+    "Santiago Chile Oslo Norway lies on the coast of the Pacific ocean, and is home to ten million "
+    "people. The official language of the country is Spanish; its currency is the sol (PEN). "
+    "SUPPORTS REFUTES Yes No true false [1] [2] [3] [4] [5] > , . ? : ; ( ) - 0123456789 "
+    "passage passages utility select selection rank ranking identifier My "
+)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
+)
+
+
+def _tokenizer(path: Path, chat: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<pad>", "<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([TEXT], trainer)
+    if not chat:  # a base model's tokenizer adds its BOS (Gemma's <bos>)
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    return tok
+
+
+def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
+    """A random 2-layer ``arch`` ("llama": chat; "gemma3": completion) saved in ``path``."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+    path.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(path, chat=arch == "llama")
+    ids = {name: tok.token_to_id(name) for name in ("<pad>", "<s>", "</s>")}
+    common = dict(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+        bos_token_id=ids["<s>"], eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"],
+    )
+    torch.manual_seed(seed)
+    if arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=True))
+    elif arch == "gemma3":
+        config = Gemma3TextConfig(
+            **common, head_dim=8, query_pre_attn_scalar=8, sliding_window=64,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        model = Gemma3ForCausalLM(config)
+    else:
+        raise ValueError(f"unknown tiny architecture {arch!r}")
+    model.save_pretrained(path)
+    return path
