@@ -277,8 +277,12 @@ def test_report_jobs(run, tmp_path):
     known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
     pipeline.selection_table_job(table="table2", judgments=judged, gold=gold_c, **out("t2"))
     t2 = pl.read_csv(tmp_path / "t2.csv")
-    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "unparsed"} <= set(t2.columns)
-    assert "**" in (tmp_path / "t2.md").read_text()
+    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "genuine", "unparsed", "echo", "echo_nonempty", "echo_empty"} <= set(t2.columns)
+    assert "**" in (tmp_path / "t2.md").read_text() and "echo % (F1)" in (tmp_path / "t2.md").read_text()
+    # std-b echoed its acknowledgement on q2 (of 3 judged queries): one third echo, two thirds genuine.
+    row = t2.filter((pl.col("llm") == "std-b") & (pl.col("method") == "listwise_pa")).row(0, named=True)
+    assert (row["genuine"], row["unparsed"], row["echo"]) == pytest.approx((200 / 3, 0.0, 100 / 3))
+    assert (t2["genuine"] + t2["unparsed"] + t2["echo"]).round(6).to_list() == [100.0] * 10
     pipeline.selection_table_job(table="table5", judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
     assert "No configured LLM" in (tmp_path / "t5.md").read_text()
     pipeline.selection_table_job(table="table8", judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
@@ -291,9 +295,13 @@ def test_report_jobs(run, tmp_path):
     t4 = pl.read_csv(tmp_path / "t4.csv")
     assert t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item() >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
     sel = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", f"selected_listwise_pa_from_{llm}"]}
-    pipeline.rag_table_job(table="table3", answers=sel, known=known, **out("t3"))
+    pipeline.rag_table_job(table="table3", answers=sel, known=known, judgments={k: v for k, v in judged.items() if k[2] == "listwise_pa"}, **out("t3"))
     t3 = pl.read_csv(tmp_path / "t3.csv")
     assert set(t3["source"]) == {"topk", "selected_listwise_pa_from_std-a", "selected_listwise_pa_from_std-b"}
+    shares = {s: (g, u, e) for s, g, u, e in t3.unique("source").select("source", "genuine", "unparsed", "echo").iter_rows()}
+    assert shares["topk"] == (None, None, None) and shares["selected_listwise_pa_from_std-a"] == (100.0, 0.0, 0.0)
+    assert shares["selected_listwise_pa_from_std-b"] == pytest.approx((200 / 3, 0.0, 100 / 3))
+    assert "echo %" in (tmp_path / "t3.md").read_text()
     rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
     pipeline.rag_table_job(table="table7", answers=rer, known=known, **out("t7"))
     fig = lambda name: {"png": str(tmp_path / f"{name}.png"), "pdf": str(tmp_path / f"{name}.pdf"), "csv": str(tmp_path / f"{name}.csv")}  # noqa: E731
