@@ -266,7 +266,7 @@ def test_fuzz_parse_ranking(output, k, prompt):
 # are the demo's listwise judgments under the wording the project used before the authors' formats
 # (OLD_WORDING), read against the prompts they answered.
 
-# The candidates C of six demo queries (results/<dataset>/candidates.parquet, top-5, retrieval order).
+# The candidates C of seven demo queries (results/<dataset>/candidates.parquet, top-5, retrieval order).
 DEMO_QUERIES = {
     'sh-0001': (
         'In which country is the city of Nanjing?',
@@ -328,6 +328,16 @@ DEMO_QUERIES = {
             ('Bolivia', 'Bolivia shares land borders with 5 countries and territories: Argentina, Brazil, Chile, Paraguay and Peru. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
         ],
     ),
+    'cl-0002': (
+        'The official currency of Thailand is the Baht.',
+        [
+            ('Thailand', 'Thailand uses the Baht (THB) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Thailand is located in South-eastern Asia.'),
+            ('Thailand', 'The official language of Thailand is Thai. The demonym for the people of Thailand is Thai. In its own official language, the name of Thailand is ประเทศไทย. Thailand has about 64,871,000 inhabitants, 10.5% of the population of South-eastern Asia.'),
+            ('Laos', 'Laos uses the Lao Kip (LAK) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Laos is located in South-eastern Asia.'),
+            ('Cambodia', 'Cambodia uses the Riel (KHR) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Cambodia is located in South-eastern Asia.'),
+            ('Pakistan', 'The official currency of Pakistan is the Pakistan Rupee (PKR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Pakistan is located in Southern Asia.'),
+        ],
+    ),
 }
 # The demo models' top-k answers (the pseudo-answers of listwise_pa), int8 run of 2026-12-02.
 PSEUDO_ANSWERS = {
@@ -335,10 +345,11 @@ PSEUDO_ANSWERS = {
         "sh-0001": "Shenzhen", "sh-0002": "Bhutan is the capital of Bhutan.",
         "sh-0003": "The United Kingdom has the internet country code top-level domain .uk.",
         "th-0001": "Nepal", "th-0002": "The demonym for people from Qatar is Qatari.", "th-0003": "Peru",
+        "cl-0002": "The official currency of Thailand is the Baht.",
     },
     "gemma3-270m": {
         "sh-0001": "Nanjing is the 16th-largest city of China.", "sh-0002": "Thimphu", "sh-0003": "Canada",
-        "th-0001": "Nepal", "th-0002": "Qatar", "th-0003": "Panama",
+        "th-0001": "Nepal", "th-0002": "Qatar", "th-0003": "Panama", "cl-0002": "The official currency of Thailand is the Baht.",
     },
 }
 # The judgment wording before the authors' formats: a concrete example ("[1], [3]") and "None".
@@ -351,6 +362,8 @@ OLD_WORDING = {
         "pseudo_answer": "Your answer to the question, given all the passages: {answer}",
         "reject_known": "If you can answer the question without the passages, all the passages do not have utility for you.",
         "output_format": {"pointwise": "Yes or No", "select": "[1], [3]", "rank": "[2] > [1] > [3]"},
+        "pointwise": "Judge whether the passage has utility for you in answering the question.\n{definition}\nQuestion: {question}\n"
+        "Passage: {passage}\n{pseudo_answer}\nDoes the passage have utility for you? Answer Yes or No.",
         "listwise": {
             "system": "You are the utility judge, an assistant that finds the passages that have utility for you in answering a question.",
             "system_ack": "Yes, I am the utility judge.",
@@ -409,6 +422,7 @@ REAL_ECHOES = [
      "Output only its identifiers, for example: [1], [3]. If no passage has utility, output: None.", [1, 3]),
     ("smollm2-135m", "listwise_pa", "th-0002", "The demonym for people from Qatar is Qatari.", []),
     ("smollm2-135m", "listwise_pa_reject", "th-0001", "A passage has utility for you if it is a passage that has utility for you.", []),
+    ("smollm2-135m", "listwise_pa", "cl-0002", "1. The official currency of Thailand is the Baht.", []),  # the claim again
 ]
 
 
@@ -427,6 +441,25 @@ def test_the_demos_real_outputs_that_are_no_echo():
     # selects writes the same. With the opening words of the passage's text it is a copy (above).
     assert parse_selection("[1] Peru", 5, _demo_prompt(OLD_WORDING, "th-0003")) == ([1], GENUINE)
     assert parse_selection("[1] Peru Peru shares land borders", 5, _demo_prompt(OLD_WORDING, "th-0003")) == ([], ECHO)
+    # The instruction's words around an id of the model's own.
+    assert parse_selection("The passage that has utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "cl-0002", method="listwise_pa_reject")) == ([1], GENUINE)
+
+
+def test_a_real_pointwise_echo_of_the_pseudo_answer():
+    """Gemma's pointwise judgment of the Karachi passage for "People from Pakistan are called
+    Pakistani." (int8 demo of 2026-12-02) repeats its pseudo-answer line, whose "Yes" answers the
+    claim, not the judgment; it was read as a Yes."""
+    from llm_utility.method.judgments import SELECTION_METHODS, pointwise_prompt
+    from llm_utility.method.prompts import Passage
+
+    karachi = Passage("city-1174872", "Karachi", "Karachi is the second-largest city of Pakistan. GeoNames records a population of 11,624,219 for "
+                      "the city. Karachi lies in Southern Asia, a subregion of Asia, at 24.86° N, 67.01° E. Local time follows the Asia/Karachi "
+                      "time zone. GeoNames lists 370 places in Pakistan with at least 15,000 inhabitants.")
+    text = pointwise_prompt(OLD_WORDING, SELECTION_METHODS["pointwise_pa"], "People from Pakistan are called Pakistani.", karachi, "Yes, Pakistan is a country.")
+    prompt = JudgmentPrompt([text, OLD_WORDING["judgment"]["completion_cue"]["pointwise"]], "Yes or No")
+    assert parse_yes_no("Yes, Pakistan is") == (True, GENUINE)
+    assert parse_yes_no("Yes, Pakistan is", prompt) == (False, ECHO)
+    assert parse_yes_no("Yes.", prompt) == (True, GENUINE) and parse_yes_no("Yes, the passage", prompt) == (True, GENUINE)
 
 
 def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example():

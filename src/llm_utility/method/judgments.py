@@ -228,8 +228,9 @@ class JudgeTask:
 
 def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int) -> pl.DataFrame:
     """One selection method's judgments of every candidate of C: columns qid, pid, selected, parsed,
-    output (the raw output; a listwise method's is the same on all candidates of a query). An output
-    that does not parse is a row with ``parsed = false`` and nothing selected."""
+    echo, output (the raw output; a listwise method's is the same on all candidates of a query). An
+    output that does not parse, or repeats its prompt (``echo``), is a row with ``parsed = false``
+    and nothing selected."""
     gen, wordings = task.generator, task.prompts
     answers = task.pseudo_answers.get(method.pseudo_context, {}) if method.pseudo_context else None
     keys, texts = [], []
