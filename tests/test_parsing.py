@@ -423,6 +423,9 @@ REAL_ECHOES = [
     ("smollm2-135m", "listwise_pa", "th-0002", "The demonym for people from Qatar is Qatari.", []),
     ("smollm2-135m", "listwise_pa_reject", "th-0001", "A passage has utility for you if it is a passage that has utility for you.", []),
     ("smollm2-135m", "listwise_pa", "cl-0002", "1. The official currency of Thailand is the Baht.", []),  # the claim again
+    # passage 1's header, its id and title, cut at the newline that stops SmolLM2's answers
+    ("smollm2-135m", "listwise_pa", "th-0003", "[1] Peru", [1]),
+    ("smollm2-135m", "listwise_pa_reject", "sh-0001", "[1] Nanjing", [1]),
 ]
 
 
@@ -437,11 +440,8 @@ def test_the_demos_real_echoes_are_never_judgments(llm, method, qid, output, bef
 def test_the_demos_real_outputs_that_are_no_echo():
     # Gemma answering the completion cue with words of its own: unparsed, not an echo.
     assert parse_selection("Select one:", 5, _demo_prompt(OLD_WORDING, "sh-0001", "gemma3-270m", cue=True)) == ([], UNPARSED)
-    # An identifier with its passage's title alone reads as a selection: a model citing what it
-    # selects writes the same. With the opening words of the passage's text it is a copy (above).
-    assert parse_selection("[1] Peru", 5, _demo_prompt(OLD_WORDING, "th-0003")) == ([1], GENUINE)
-    assert parse_selection("[1] Peru Peru shares land borders", 5, _demo_prompt(OLD_WORDING, "th-0003")) == ([], ECHO)
     # The instruction's words around an id of the model's own.
+    assert parse_selection("The utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "sh-0002", method="listwise_pa_reject")) == ([1], GENUINE)
     assert parse_selection("The passage that has utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "cl-0002", method="listwise_pa_reject")) == ([1], GENUINE)
 
 
@@ -500,7 +500,12 @@ def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example(
         # legitimate selections that share words with the prompt
         ("My selection:[[1]]", ([1], GENUINE)),
         ("Passages [1] and [4] have utility for you.", ([1, 4], GENUINE)),
-        ("[1] Bhutan", ([1], GENUINE)),
+        ("[2] Thimphu", ([2], GENUINE)),  # not passage 2's header: its title is Bhutan
+        ("[1] because it names the capital", ([1], GENUINE)),
+        # a passage header, its id and first word (the title), is a copy however short
+        ("[1] Bhutan", ([], ECHO)),
+        ("My selection:[[3] Bhutan]", ([], ECHO)),
+        ("[3] Bhutan, [1]", ([1], GENUINE)),
         ("[1], [2], [3], [4], [5]", ([1, 2, 3, 4, 5], GENUINE)),
         # an empty selection of the model's own, and one inside copied text
         ("My selection:[]", ([], GENUINE)),

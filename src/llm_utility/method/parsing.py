@@ -40,8 +40,10 @@ the instruction. So:
 * **Copied text.** A word of the output is copied when it lies in a run of at least
   ``COPY_NGRAM`` consecutive words (casefolded letters and digits) that also occurs in the prompt,
   the run holding at least one word with a letter (a list of numbers alone is never copied text);
-  the punctuation after a copied word belongs to the copy. An identifier or a "none" phrase inside
-  copied text is the prompt's, not the model's, and does not count.
+  the punctuation after a copied word belongs to the copy. A passage's header, its bracketed id and
+  the first word after it in the prompt (``[1] Peru``: its title), is copied text too, however short.
+  An identifier or a "none" phrase inside copied text is the prompt's, not the model's, and does
+  not count.
 * **The example.** An output whose own identifiers are exactly the example of the output format
   (``[1], [3]`` when the instruction says "for example: [1], [3]") is an echo, even where a model
   meant it: a format with placeholders (``[[i],[j],...]``, the authors') never costs a selection.
@@ -115,6 +117,8 @@ _YES_NO_ECHO = re.compile(r"^\W*(?:yes\s*(?:or|/)\s*no|no\s*(?:or|/)\s*yes)\b", 
 _MARKER = re.compile(r"^\s*([^\[\]:0-9\n]{1,40}):")
 # A placeholder identifier of a format: "[i]", "[j]".
 _PLACEHOLDER = re.compile(r"[\[【［]\s*([^\W\d_])\s*[\]】］]")
+# A passage's header as the prompt numbers it: its bracketed id and the first word after it.
+_HEADER = re.compile(r"[\[【［]\s*([0-9]+)\s*[\]】］][ \t]*([^\W_]+)")
 
 
 class Reading(NamedTuple):
@@ -160,6 +164,7 @@ class JudgmentPrompt:
         self.runs: frozenset[tuple[str, ...]] = frozenset(
             run for text in (*self.texts, output_format) for run in _runs([w.group().casefold() for w in _words(text)])
         )
+        self.headers = frozenset((m.group(1), m.group(2).casefold()) for text in self.texts for m in _HEADER.finditer(text))
 
     def __repr__(self) -> str:
         return f"JudgmentPrompt({len(self.texts)} texts, output_format={self.output_format!r})"
@@ -192,7 +197,9 @@ class JudgmentPrompt:
                 spans[-1] = (spans[-1][0], end)  # the run goes on
             else:
                 spans.append((word.start(), end))
-        return spans
+        # "[n] <the first word of passage n>": a passage's header, however short the copy.
+        spans += [(m.start(), m.end()) for m in _HEADER.finditer(text) if (m.group(1), m.group(2).casefold()) in self.headers]
+        return sorted(spans)
 
     def copied_share(self, text: str, spans: Sequence[tuple[int, int]]) -> float:
         words = _words(text)
