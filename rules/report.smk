@@ -177,6 +177,10 @@ rule table3:
     input:
         **answers_inputs(DATASETS, PLAN.table3_contexts),
         **known_inputs(),
+        # The selections behind the selected_* rows, for their genuine/unparsed/echo shares.
+        **keyed_per_llm(
+            "judgments", JUDGMENTS, DATASETS, lambda d, llm: JUDGE["rag_methods"]
+        ),
     output:
         **table_outputs("table3"),
     log:

@@ -54,8 +54,9 @@ def write_tiny_model(path: Path, context_length: int = 2048) -> Path:
 class StandInGenerator(Generator):
     """Answers by rule: the first capitalized word after "is the capital of" in the prompt's passages
     (else "Unknown"); a claim prompt gets "SUPPORTS"; a pointwise judgment "Yes" when the passage
-    names a capital, a listwise one the ids of the passages that do; a ranking lists them first.
-    Log-probabilities favour targets that occur in the prompt; attention follows passage length."""
+    names a capital, a listwise one the ids of the passages that do; a ranking lists them first;
+    each judgment in the output format its prompt asks for (config/prompts.yaml). Log-probabilities
+    favour targets that occur in the prompt; attention follows passage length."""
 
     backend = "stand-in"
 
@@ -76,12 +77,13 @@ class StandInGenerator(Generator):
 
     def _answer(self, prompt: str) -> str:
         ids = re.findall(r"\[(\d+)\] [^\n]*is the capital of", prompt)
-        if "Rank the" in prompt:
-            return " > ".join(f"[{i}]" for i in ids) or "I cannot rank these."
-        if "Select the passages" in prompt or "select the passages" in prompt:
-            return ", ".join(f"[{i}]" for i in ids) or "None"
-        if "Answer Yes or No" in prompt:
-            return "Yes" if re.search(r"Passage: [^\n]*is the capital of", prompt) else "No"
+        if "descending order of utility" in prompt:
+            return ">".join(f"[{i}]" for i in ids) or "I cannot rank these."
+        if "My selection:" in prompt:
+            return "My selection:[" + ",".join(f"[{i}]" for i in ids) + "]."
+        if "Utility judgment: Yes/No" in prompt:
+            verdict = "Yes" if re.search(r"Passage: [^\n]*is the capital of", prompt) else "No"
+            return f"Utility judgment: {verdict}."
         if "claim" in prompt.lower():
             return "SUPPORTS"
         found = re.search(r"([A-Z][a-z]+) is the capital of", prompt)

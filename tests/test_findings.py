@@ -510,3 +510,45 @@ def test_too_few_queries_give_an_interval_but_no_verdict():
     assert entry["cells"][0]["verdict"] == "inconclusive"
     assert F.table1_pair(inputs, F.Resampling(500, 3, min_queries=3), "C", "None")["verdict"] == "holds"
     assert F.Resampling.from_config({"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}).min_queries == 4
+
+
+def test_judgment_findings_carry_parse_shares_and_say_when_their_cells_rest_on_echoes():
+    """Each judgment finding's cell gives the genuine/unparsed/echo shares of the judgments it
+    compares, over the cell's queries; a cell where fewer than half are genuine says so, and so does
+    the finding when most of its cells do (its verdict then says little about utility judgment)."""
+
+    def judged(status_of):
+        """A listwise judgments table: qid -> (selected pids, status)."""
+        rows = []
+        for q in QIDS:
+            chosen, status = status_of(q)
+            rows += [(q, p, p in chosen, status == "genuine", status == "echo", "") for p in ("p1", "p2", "p3")]
+        return pl.DataFrame(rows, schema=["qid", "pid", "selected", "parsed", "echo", "output"], orient="row")
+
+    gold_c = pl.DataFrame({"qid": QIDS[:10], "pid": ["p1"] * 10})  # q10..q19: empty gold, known
+    nonempty = set(QIDS[:10])
+    listwise = judged(lambda q: ({"p1"}, "genuine") if q in set(QIDS[:3]) else (set(), "echo"))  # 3 of the 10 genuine
+    listwise_pa = judged(lambda q: (set(), "echo" if q in nonempty else "unparsed"))
+    pointwise = judged(lambda q: ({"p1", "p2"}, "genuine"))
+    inputs = F.FindingInputs(
+        llms=["a"], gold={(D, "a", "C"): gold_c}, known={(D, "a"): known_frame(set(QIDS[10:]))},
+        judgments={(D, "a", "listwise"): listwise, (D, "a", "listwise_pa"): listwise_pa, (D, "a", "pointwise"): pointwise},
+    )
+    f1 = F.listwise_beats_pointwise(inputs, RS)
+    [cell] = f1["cells"]
+    assert cell["parse"] == {"listwise": {"genuine": 30.0, "unparsed": 0.0, "echo": 70.0}, "pointwise": {"genuine": 100.0, "unparsed": 0.0, "echo": 0.0}}
+    assert "non-genuine" not in cell["note"] and f1["non_genuine_cells"] == 0  # 65% of its judgments genuine
+    pa = F.pseudo_answer_improves_f1(inputs, RS)
+    [cell] = pa["cells"]
+    assert cell["parse"]["listwise_pa"] == {"genuine": 0.0, "unparsed": 0.0, "echo": 100.0}
+    assert cell["note"].startswith("rests mostly on non-genuine outputs (genuine/unparsed/echo %: listwise_pa 0/0/100, listwise 30/0/70)")
+    assert pa["non_genuine_cells"] == 1 and pa["note"].startswith("1 of 1 in-scope cells rest mostly on non-genuine outputs")
+    # Over the known queries: listwise echoes on all, listwise_pa is unparsed on all, pointwise genuine.
+    over = F.known_overselection(inputs, RS)
+    cells = {c["method"]: c for c in over["cells"]}
+    assert cells["listwise"]["parse"]["listwise"] == {"genuine": 0.0, "unparsed": 0.0, "echo": 100.0}
+    assert cells["listwise_pa"]["parse"]["listwise_pa"] == {"genuine": 0.0, "unparsed": 100.0, "echo": 0.0}
+    assert "non-genuine" not in cells["pointwise"]["note"]
+    assert over["non_genuine_cells"] == 2 and "2 of 3 in-scope cells" in over["note"]
+    md = F.findings_markdown([f1, pa, over], RS)
+    assert "genuine/unparsed/echo %" in md and "listwise_pa 0/0/100" in md

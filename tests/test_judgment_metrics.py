@@ -212,3 +212,88 @@ def test_known_overselection_counts_an_unparsed_output_as_no_rejection():
     inputs = FindingInputs(llms=["m"], judgments={("d", "m", "listwise_pa"): table}, known={("d", "m"): known})
     entry = known_overselection(inputs, Resampling(n_resamples=200, seed=0, confidence=0.95, min_queries=1))
     assert entry["cells"][0]["effect"] == pytest.approx(100 * 2 / 3)  # k2 (unparsed) and k3 did not reject
+
+
+# --- genuine, unparsed and echo outputs: shares beside every judgment metric ----------------------
+
+
+def _judgments_with_echo(rows):
+    """A judgments table from (qid, pid, selected, parsed, echo) rows."""
+    import polars as pl
+
+    return pl.DataFrame(
+        [(q, p, s, ok, e, "raw") for q, p, s, ok, e in rows],
+        schema={"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "echo": pl.Boolean, "output": pl.String},
+        orient="row",
+    )
+
+
+# Listwise over a, b; gold: n1 {a}, n2 {b}, n3 {a}; e1, e2, e3 empty.
+#   n1 genuine (a), n2 echo, n3 unparsed, e1 genuine rejection, e2 echo, e3 genuine selection of b
+ECHOES = _judgments_with_echo(
+    [("n1", "a", True, True, False), ("n1", "b", False, True, False)]
+    + [("n2", p, False, False, True) for p in "ab"]
+    + [("n3", p, False, False, False) for p in "ab"]
+    + [("e1", p, False, True, False) for p in "ab"]
+    + [("e2", p, False, False, True) for p in "ab"]
+    + [("e3", "a", False, True, False), ("e3", "b", True, True, False)]
+)
+
+
+def test_an_echo_is_a_failure_with_its_own_share():
+    import polars as pl
+
+    from llm_utility.report.judgments import selection_scores
+
+    known = pl.DataFrame({"qid": ["n1", "n2", "n3", "e1", "e2", "e3"], "known": [False, False, False, True, True, False]})
+    [row] = selection_scores({("d", "m", "listwise"): ECHOES}, {("d", "m"): _gold_table({"n1": ["a"], "n2": ["b"], "n3": ["a"]})}, {("d", "m"): known}).to_dicts()
+    # the metrics count an echo as they count an unparsed output: selects nothing, no rejection
+    assert (row["precision"], row["recall"]) == pytest.approx((100 / 3, 100 / 3))
+    assert row["accuracy_empty"] == pytest.approx(100 / 3)  # e1 only: e2 echoed, e3 selected
+    # each judged query is exactly one of genuine, unparsed, echo
+    assert (row["genuine"], row["unparsed"], row["echo"]) == pytest.approx((50.0, 100 / 6, 100 / 3))
+    assert (row["unparsed_nonempty"], row["echo_nonempty"]) == pytest.approx((100 / 3, 100 / 3))
+    assert (row["unparsed_empty"], row["echo_empty"]) == pytest.approx((0.0, 100 / 3))
+    assert (row["unparsed_known"], row["echo_known"], row["unparsed_unknown"], row["echo_unknown"]) == pytest.approx((0.0, 50.0, 25.0, 25.0))
+
+
+def test_a_pointwise_query_is_an_echo_when_one_of_its_outputs_is():
+    from llm_utility.report.judgments import outcomes_of
+
+    table = _judgments_with_echo(
+        [("q1", "a", True, True, False), ("q1", "b", False, False, True)]  # one echo: the query is an echo
+        + [("q2", "a", False, False, False), ("q2", "b", False, False, True)]  # unparsed and echo: an echo
+        + [("q3", "a", False, False, False), ("q3", "b", True, True, False)]  # one unparsed: unparsed
+        + [("q4", "a", False, True, False), ("q4", "b", True, True, False)]
+    )
+    assert outcomes_of(table) == {"q1": "echo", "q2": "echo", "q3": "unparsed", "q4": "genuine"}
+    # A table written before echoes were told apart has no echo column: its failures are unparsed.
+    assert outcomes_of(LISTWISE) == {"e1": "genuine", "e2": "unparsed", "n1": "genuine", "n2": "unparsed"}
+
+
+def test_table3_rows_carry_the_outcomes_of_their_selections():
+    import polars as pl
+
+    from llm_utility.report.judgments import known_split, with_selection_outcomes
+
+    answers = {
+        ("d", "m", "topk"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "correct": [True, False, True]}),
+        ("d", "m", "selected_listwise_from_m"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "correct": [True, False, False]}),
+    }
+    known = {("d", "m"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "known": [False, False, True]})}
+    split = with_selection_outcomes(known_split(answers, known), answers, {("d", "m", "listwise"): ECHOES})
+    shares = {s: (g, u, e) for s, g, u, e in split.select("source", "genuine", "unparsed", "echo").iter_rows()}
+    assert shares["topk"] == (None, None, None)
+    assert shares["selected_listwise_from_m"] == pytest.approx((200 / 3, 0.0, 100 / 3))  # n1, e1 genuine; n2 echo
+
+
+def test_a_table_names_the_cells_that_mostly_echo():
+    import polars as pl
+
+    from llm_utility.pipeline.report import echo_note
+
+    frame = pl.DataFrame({"dataset": ["d", "d"], "llm": ["tiny", "big"], "method": ["listwise_pa", "listwise_pa"], "echo": [75.0, 10.0]})
+    note = echo_note(frame)
+    assert "tiny listwise_pa on d: 75%" in note and "big" not in note and "not how it judges utility" in note
+    assert echo_note(frame.with_columns(echo=pl.lit(49.9))) == ""
+    assert echo_note(frame.drop("echo")) == ""

@@ -54,13 +54,21 @@ RUN = pl.DataFrame(
 )
 
 
+# The stand-in's tokenizer (a vocabulary of 400) spends 15 tokens on "Utility judgment: Yes.", which
+# the default cap (8, SmolLM2's 6 tokens and room) cannot hold: a judge job would stop before a call.
+JUDGE_CAPS = {"pointwise": 16, "listwise": with_defaults("judgments", {})["listwise_max_new_tokens"], "thinking": 64}
+
+
 class StandInB(StandInGenerator):
-    """A second model that reads the last capital a prompt names, so the two LLMs disagree."""
+    """A second model that reads the last capital a prompt names, so the two LLMs disagree, and that
+    answers the listwise selection about Chile with a copy of an acknowledgement turn (an echo)."""
 
     def _answer(self, prompt: str) -> str:
         import re
 
-        if "Answer Yes or No" in prompt or "passages" in prompt.lower() and "[1]" in prompt:
+        if "My selection:" in prompt and "capital of Chile?" in prompt:
+            return "Received passage [1]."
+        if "Utility judgment: Yes/No" in prompt or "passages" in prompt.lower() and "[1]" in prompt:
             return super()._answer(prompt)
         found = re.findall(r"([A-Z][a-z]+) is the capital of", prompt)
         return found[-1] if found else "No idea"
@@ -127,7 +135,7 @@ def run(tmp_path_factory):
             rankings={m: p for m, p in rankings.items() if m != "retriever"},
             perplexity=str(tmp / llm / "perplexity.parquet"), gold_U=str(tmp / llm / "gold_U.parquet"),
             pseudo_answers={"topk": ans(llm, "topk")},
-            max_new_tokens={"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"], "thinking": 64},
+            max_new_tokens=JUDGE_CAPS,
             rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common(llm),
         )
         for cand in "CU":
@@ -198,18 +206,34 @@ def _made_after_answers(run, llm):
 def test_judgments(run):
     for method in ("pointwise", "listwise_pa"):
         table = pl.read_parquet(run["tmp"] / "std-a" / "judgments" / f"{method}.parquet")
-        assert table.columns == ["qid", "pid", "selected", "parsed", "output"]
+        assert table.columns == ["qid", "pid", "selected", "parsed", "echo", "output"]
         assert table["qid"].unique().sort().to_list() == ["q1", "q2", "q3"]  # max_queries: the first 3
-        assert table.height == 9 and table["parsed"].all()
+        assert table.height == 9 and table["parsed"].all() and not table["echo"].any()
         # The stand-in selects exactly the passages that name a capital.
         chosen = set(table.filter(pl.col("selected")).select("qid", "pid").iter_rows())
         assert chosen == {("q1", "p1"), ("q2", "p2"), ("q2", "p1"), ("q3", "p1")}
 
 
+def test_an_output_that_repeats_its_prompt_is_an_echo_not_a_selection(run):
+    """std-b answers the listwise selection on q2 with "Received passage [1]." (its prompt's
+    acknowledgement turn): the judge job reads it against that prompt and selects nothing."""
+    for method in ("listwise", "listwise_pa", "listwise_pa_reject"):
+        table = pl.read_parquet(run["tmp"] / "std-b" / "judgments" / f"{method}.parquet")
+        q2 = table.filter(pl.col("qid") == "q2")
+        assert q2["output"].unique().to_list() == ["Received passage [1]."]
+        assert q2["echo"].all() and not q2["parsed"].any() and not q2["selected"].any()
+        others = table.filter(pl.col("qid") != "q2")
+        assert others["parsed"].all() and not others["echo"].any()
+    assert not pl.read_parquet(run["tmp"] / "std-b" / "judgments" / "pointwise.parquet")["echo"].any()
+    # The empty selection is answered with no passage, as an unparsed one always was.
+    sel = pl.read_parquet(run["ans"]("std-b", "selected_listwise_pa_from_std-b"))
+    assert sel.filter(pl.col("qid") == "q2")["pids"].item().to_list() == []
+
+
 def test_rankings(run):
     for method in ("retriever", "listwise", "listwise_pa", "likelihood", "attention"):
         table = pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{method}.parquet")
-        assert table.columns == ["qid", "pid", "rank", "score", "parsed"], method
+        assert table.columns == ["qid", "pid", "rank", "score", "parsed", "echo"], method
         assert table.height == 9 and sorted(table.filter(pl.col("qid") == "q1")["rank"].to_list()) == [1, 2, 3]
     first = lambda m: pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{m}.parquet").filter((pl.col("qid") == "q1") & (pl.col("rank") == 1))["pid"].item()  # noqa: E731
     assert first("retriever") == "p3"
@@ -253,8 +277,12 @@ def test_report_jobs(run, tmp_path):
     known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
     pipeline.selection_table_job(table="table2", judgments=judged, gold=gold_c, **out("t2"))
     t2 = pl.read_csv(tmp_path / "t2.csv")
-    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "unparsed"} <= set(t2.columns)
-    assert "**" in (tmp_path / "t2.md").read_text()
+    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "genuine", "unparsed", "echo", "echo_nonempty", "echo_empty"} <= set(t2.columns)
+    assert "**" in (tmp_path / "t2.md").read_text() and "echo % (F1)" in (tmp_path / "t2.md").read_text()
+    # std-b echoed its acknowledgement on q2 (of 3 judged queries): one third echo, two thirds genuine.
+    row = t2.filter((pl.col("llm") == "std-b") & (pl.col("method") == "listwise_pa")).row(0, named=True)
+    assert (row["genuine"], row["unparsed"], row["echo"]) == pytest.approx((200 / 3, 0.0, 100 / 3))
+    assert (t2["genuine"] + t2["unparsed"] + t2["echo"]).round(6).to_list() == [100.0] * 10
     pipeline.selection_table_job(table="table5", judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
     assert "No configured LLM" in (tmp_path / "t5.md").read_text()
     pipeline.selection_table_job(table="table8", judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
@@ -267,9 +295,13 @@ def test_report_jobs(run, tmp_path):
     t4 = pl.read_csv(tmp_path / "t4.csv")
     assert t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item() >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
     sel = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", f"selected_listwise_pa_from_{llm}"]}
-    pipeline.rag_table_job(table="table3", answers=sel, known=known, **out("t3"))
+    pipeline.rag_table_job(table="table3", answers=sel, known=known, judgments={k: v for k, v in judged.items() if k[2] == "listwise_pa"}, **out("t3"))
     t3 = pl.read_csv(tmp_path / "t3.csv")
     assert set(t3["source"]) == {"topk", "selected_listwise_pa_from_std-a", "selected_listwise_pa_from_std-b"}
+    shares = {s: (g, u, e) for s, g, u, e in t3.unique("source").select("source", "genuine", "unparsed", "echo").iter_rows()}
+    assert shares["topk"] == (None, None, None) and shares["selected_listwise_pa_from_std-a"] == (100.0, 0.0, 0.0)
+    assert shares["selected_listwise_pa_from_std-b"] == pytest.approx((200 / 3, 0.0, 100 / 3))
+    assert "echo %" in (tmp_path / "t3.md").read_text()
     rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
     pipeline.rag_table_job(table="table7", answers=rer, known=known, **out("t7"))
     fig = lambda name: {"png": str(tmp_path / f"{name}.png"), "pdf": str(tmp_path / f"{name}.pdf"), "csv": str(tmp_path / f"{name}.csv")}  # noqa: E731
@@ -463,7 +495,7 @@ def test_a_sharded_job_gathers_to_the_unsharded_tables(run, tmp_path):
             job=f"judge_{part}", judgments={m: str(here / f"j_{m}.parquet") for m in methods},
             rankings={m: str(here / f"r_{m}.parquet") for m in rankings}, perplexity=str(here / "perplexity.parquet"),
             gold_U=str(run["tmp"] / "std-a" / "gold_U.parquet"), pseudo_answers={"topk": run["ans"]("std-a", "topk")},
-            max_new_tokens={"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"], "thinking": 64},
+            max_new_tokens=JUDGE_CAPS,
             rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common,
         )
     unsharded = {c: run["ans"]("std-a", c) for c in (*answer_outputs, *gold_tables)}

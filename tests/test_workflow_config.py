@@ -53,10 +53,26 @@ def test_snakefmt_clean(repo):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-# A full listwise answer over k candidates: every id and a 24-word lead-in sentence (the token counts
-# the configs' comments state, measured with the demo models' tokenizers by the slow test below).
+# A full listwise answer over k candidates: every id in the output format of config/prompts.yaml and a
+# 24-word lead-in sentence; a pointwise one, the verdict in its format (the token counts the configs'
+# comments state, measured with the demo models' tokenizers by the slow test below).
 LEAD_IN = "Based on the question and my own knowledge, the passages that give me useful information I did not already know are the following ones: "
-FULL_ANSWER_TOKENS = {("listwise", 20): 97, ("rank", 20): 116, ("listwise", 5): 41, ("rank", 5): 45}
+FULL_ANSWER_TOKENS = {
+    "smollm2-135m": {("listwise", 20): 82, ("rank", 20): 116, ("listwise", 5): 41, ("rank", 5): 45, ("pointwise", 1): 6},
+    "gemma3-270m": {("listwise", 20): 81, ("rank", 20): 97, ("listwise", 5): 40, ("rank", 5): 41, ("pointwise", 1): 5},
+}
+
+
+def _most_tokens(form, k):
+    return max(counts[(form, k)] for counts in FULL_ANSWER_TOKENS.values())
+
+
+def _formats(repo):
+    from llm_utility.method.judgments import output_format
+    from llm_utility.method.prompts import load_prompts
+
+    wording = load_prompts(repo / "config" / "prompts.yaml")
+    return {form: output_format(wording, form) for form in ("pointwise", "listwise", "rank")}
 
 
 @pytest.mark.parametrize("config, k", [("paper.yaml", 20), ("config.yaml", 5)])
@@ -68,11 +84,13 @@ def test_output_caps_hold_a_full_listwise_answer(repo, config, k):
     cfg = yaml.safe_load((repo / "config" / config).read_text())
     assert cfg["top_k"] == k
     judgments, rankings = with_defaults("judgments", cfg.get("judgments", {})), with_defaults("rankings", cfg.get("rankings", {}))
-    assert judgments["listwise_max_new_tokens"] >= FULL_ANSWER_TOKENS[("listwise", k)]
-    assert rankings["max_new_tokens"] >= FULL_ANSWER_TOKENS[("rank", k)]
+    assert judgments["listwise_max_new_tokens"] >= _most_tokens("listwise", k)
+    assert rankings["max_new_tokens"] >= _most_tokens("rank", k)
+    assert judgments["pointwise_max_new_tokens"] >= _most_tokens("pointwise", 1)
     # The schema's defaults fit the paper's top-20 too, for a config that leaves them out.
-    assert with_defaults("judgments", {})["listwise_max_new_tokens"] >= FULL_ANSWER_TOKENS[("listwise", 20)]
-    assert with_defaults("rankings", {})["max_new_tokens"] >= FULL_ANSWER_TOKENS[("rank", 20)]
+    assert with_defaults("judgments", {})["listwise_max_new_tokens"] >= _most_tokens("listwise", 20)
+    assert with_defaults("rankings", {})["max_new_tokens"] >= _most_tokens("rank", 20)
+    assert with_defaults("judgments", {})["pointwise_max_new_tokens"] >= _most_tokens("pointwise", 1)
 
 
 @pytest.mark.slow
@@ -86,19 +104,34 @@ def test_full_answer_token_counts_are_the_demo_tokenizers(repo, slug):
 
     spec = yaml.safe_load((repo / "config" / "config.yaml").read_text())["llms"][slug]
     tokenizer = AutoTokenizer.from_pretrained(materialize(slug, spec, repo / "resources" / "models" / slug)["load_path"])
-    for (form, k), stated in FULL_ANSWER_TOKENS.items():
-        assert len(tokenizer(LEAD_IN + full_answer(form, k) + ".", add_special_tokens=False)["input_ids"]) == stated
+    formats = _formats(repo)
+    for (form, k), stated in FULL_ANSWER_TOKENS[slug].items():
+        text = full_answer(form, k, formats[form])
+        assert len(tokenizer(text if form == "pointwise" else LEAD_IN + text, add_special_tokens=False)["input_ids"]) == stated
 
 
-def test_a_cap_that_cannot_hold_every_id_stops_the_job(tmp_path):
+def test_full_answers_follow_the_output_formats(repo):
+    from llm_utility.method.judgments import full_answer
+
+    formats = _formats(repo)
+    assert full_answer("listwise", 3, formats["listwise"]) == "My selection:[[1],[2],[3]]."
+    assert full_answer("rank", 3, formats["rank"]) == "[1]>[2]>[3]"
+    assert full_answer("pointwise", 1, formats["pointwise"]) == "Utility judgment: Yes."
+    # A format without placeholders: the ids as the project's earlier examples listed them.
+    assert full_answer("listwise", 3, "[1], [3]") == "[1], [2], [3]" and full_answer("rank", 2) == "[1] > [2]"
+
+
+@pytest.mark.parametrize("form, k, key", [("rank", 20, "rankings.max_new_tokens"), ("listwise", 20, "judgments.listwise_max_new_tokens"), ("pointwise", 1, "judgments.pointwise_max_new_tokens")])
+def test_a_cap_that_cannot_hold_a_full_answer_stops_the_job(tmp_path, repo, form, k, key):
     from llm_utility.method.judgments import check_output_cap, full_answer
     from standin import StandInGenerator, stand_in_manifest, write_tiny_model
 
     gen = StandInGenerator(stand_in_manifest(write_tiny_model(tmp_path / "m")), {"backend": "transformers", "weights": {"path": str(tmp_path / "m")}, "prompt_format": "chat"})
-    needed = gen.count_tokens([full_answer("rank", 20)], special=False)[0]
-    check_output_cap(gen, "rank", 20, needed, "rankings.max_new_tokens")
-    with pytest.raises(ValueError, match=rf"rankings.max_new_tokens is {needed - 1}, but listing all 20 candidates .* takes {needed} tokens"):
-        check_output_cap(gen, "rank", 20, needed - 1, "rankings.max_new_tokens")
+    fmt = _formats(repo)[form]
+    needed = gen.count_tokens([full_answer(form, k, fmt)], special=False)[0]
+    check_output_cap(gen, form, k, needed, key, fmt)
+    with pytest.raises(ValueError, match=rf"{key} is {needed - 1}, but the full answer \(.*\) takes {needed} tokens"):
+        check_output_cap(gen, form, k, needed - 1, key, fmt)
 
 
 def _reversed(value):

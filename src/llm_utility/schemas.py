@@ -79,8 +79,24 @@ CANDIDATES_SCHEMA = {
 }
 ANSWERS_SCHEMA = {"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "correct": pl.Boolean}
 GOLD_SCHEMA = {"qid": pl.String, "pid": pl.String}
-JUDGMENTS_SCHEMA = {"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "output": pl.String}
-RANKINGS_SCHEMA = {"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float64, "parsed": pl.Boolean}
+# parsed: the output states a judgment of its own; echo: it repeats the prompt (method.parsing),
+# which counts as unparsed. Neither: unparsed.
+JUDGMENTS_SCHEMA = {
+    "qid": pl.String,
+    "pid": pl.String,
+    "selected": pl.Boolean,
+    "parsed": pl.Boolean,
+    "echo": pl.Boolean,
+    "output": pl.String,
+}
+RANKINGS_SCHEMA = {
+    "qid": pl.String,
+    "pid": pl.String,
+    "rank": pl.Int32,
+    "score": pl.Float64,
+    "parsed": pl.Boolean,
+    "echo": pl.Boolean,
+}
 PERPLEXITY_SCHEMA = {
     "qid": pl.String,
     "pid": pl.String,

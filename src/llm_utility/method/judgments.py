@@ -18,6 +18,7 @@ prompt wordings and the model session.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ import polars as pl
 
 from ..generation.generator import strip_thinking
 from ..schemas import JUDGMENTS_SCHEMA
-from .parsing import parse_selection, parse_yes_no
+from .parsing import ECHO, GENUINE, JudgmentPrompt, parse_selection, parse_yes_no
 from .prompts import Passage, render_passages
 
 
@@ -88,6 +89,16 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if line.strip())
 
 
+# A method's form -> its key among the wordings' output formats and completion cues.
+_FORMAT_KEYS = {"pointwise": "pointwise", "listwise": "select", "rank": "rank"}
+
+
+def output_format(prompts: Mapping, form: str) -> str:
+    """The example output the instruction of a ``form`` (pointwise, listwise, rank) shows the model
+    (``judgment.output_format``), by which its outputs are read."""
+    return prompts["judgment"]["output_format"][_FORMAT_KEYS[form]]
+
+
 def _parts(prompts: Mapping, method: JudgmentMethod, pseudo_answer: str | None) -> dict[str, str]:
     wording = prompts["judgment"]
     if method.pseudo_answer and pseudo_answer is None:
@@ -96,6 +107,7 @@ def _parts(prompts: Mapping, method: JudgmentMethod, pseudo_answer: str | None) 
         "definition": wording["definition"],
         "pseudo_answer": wording["pseudo_answer"].format(answer=pseudo_answer) if method.pseudo_answer else "",
         "reject_known": wording["reject_known"] if method.reject_known else "",
+        "output_format": output_format(prompts, method.form),
     }
 
 
@@ -134,14 +146,11 @@ def listwise_messages(
     return messages
 
 
-_CUES = {"pointwise": "pointwise", "listwise": "select", "rank": "rank"}
-
-
 def render_judgment(prompts: Mapping, method: JudgmentMethod, generator, content: str | list[dict[str, str]]) -> str:
     """The model's prompt string for a judgment: for a chat model, the turns through its chat
     template; for a completion model, the user turns as one block followed by the completion cue."""
     chat = generator.prompt_format == "chat"
-    cue = prompts["judgment"]["completion_cue"][_CUES[method.form]]
+    cue = prompts["judgment"]["completion_cue"][_FORMAT_KEYS[method.form]]
     if isinstance(content, str):
         return generator.render(content) if chat else f"{content}\n{cue}"
     if chat:
@@ -149,23 +158,39 @@ def render_judgment(prompts: Mapping, method: JudgmentMethod, generator, content
     return "\n".join(m["content"] for m in content if m["role"] == "user") + f"\n{cue}"
 
 
-def full_answer(form: str, k: int) -> str:
-    """Every one of ``k`` candidates' identifiers as a listwise answer lists them: ``[1], [2], ...``
-    for a selection, ``[1] > [2] > ...`` for a ranking (the examples the prompts give)."""
-    separator = " > " if form == "rank" else ", "
-    return separator.join(f"[{i}]" for i in range(1, k + 1))
+# "[i],[j],..." in a format: the first two placeholder ids, what separates them, and the ellipsis.
+_PLACEHOLDER_LIST = re.compile(r"\[\s*[^\W\d_]\s*\](?P<sep>[^\[\]]*?)\[\s*[^\W\d_]\s*\](?P=sep)?\s*(?:\.\.\.|…)")
 
 
-def check_output_cap(generator, form: str, k: int, max_new_tokens: int, key: str) -> None:
-    """Raise ValueError when ``max_new_tokens`` cannot hold a listwise answer naming all ``k``
-    candidates in ``generator``'s tokens: such an output is cut off, does not parse, and would be
-    counted as a failure on every query where the model lists many passages. ``key`` is the config
-    key of the cap, for the message."""
-    needed = generator.count_tokens([full_answer(form, k)], special=False)[0]
+def full_answer(form: str, k: int, fmt: str | None = None) -> str:
+    """The longest answer the instruction asks for: every one of ``k`` candidates' identifiers in
+    the output format ``fmt`` (``My selection:[[1],[2],...,[k]].``, ``[1]>[2]>...>[k]``), or, for
+    a pointwise judgment, the format with its choice made (``Utility judgment: Yes.``). Without a
+    format, or one without a placeholder list, the ids joined as ``[1], [2], ...`` (``[1] > [2] >
+    ...`` for a ranking)."""
+    if form == "pointwise":
+        return re.sub(r"(?i)yes\s*/\s*no", "Yes", fmt or "Yes")
+    found = _PLACEHOLDER_LIST.search(fmt or "")
+    if found is None:
+        separator = " > " if form == "rank" else ", "
+        return separator.join(f"[{i}]" for i in range(1, k + 1))
+    ids = found.group("sep").join(f"[{i}]" for i in range(1, k + 1))
+    return fmt[: found.start()] + ids + fmt[found.end():]
+
+
+def check_output_cap(generator, form: str, k: int, max_new_tokens: int, key: str, fmt: str | None = None) -> None:
+    """Raise ValueError when ``max_new_tokens`` cannot hold the longest answer the instruction asks
+    for (``full_answer``: all ``k`` candidates' identifiers in the output format ``fmt``, or a
+    pointwise verdict) in ``generator``'s tokens: such an output is cut off, does not parse, and would
+    be counted as a failure wherever the model answers in full. ``key`` is the config key of the cap,
+    for the message."""
+    answer = full_answer(form, k, fmt)
+    needed = generator.count_tokens([answer], special=False)[0]
     if max_new_tokens < needed:
+        shown = answer if len(answer) <= 40 else answer[:37] + "..."
         raise ValueError(
-            f"{key} is {max_new_tokens}, but listing all {k} candidates ({full_answer(form, min(k, 3))}, ...) "
-            f"takes {needed} tokens of {generator.slug}'s tokenizer: raise {key} to fit them and a sentence"
+            f"{key} is {max_new_tokens}, but the full answer ({shown}) takes {needed} tokens of "
+            f"{generator.slug}'s tokenizer: raise {key} to fit it and a sentence"
         )
 
 
@@ -203,8 +228,9 @@ class JudgeTask:
 
 def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int) -> pl.DataFrame:
     """One selection method's judgments of every candidate of C: columns qid, pid, selected, parsed,
-    output (the raw output; a listwise method's is the same on all candidates of a query). An output
-    that does not parse is a row with ``parsed = false`` and nothing selected."""
+    echo, output (the raw output; a listwise method's is the same on all candidates of a query). An
+    output that does not parse, or repeats its prompt (``echo``), is a row with ``parsed = false``
+    and nothing selected."""
     gen, wordings = task.generator, task.prompts
     answers = task.pseudo_answers.get(method.pseudo_context, {}) if method.pseudo_context else None
     keys, texts = [], []
@@ -224,15 +250,18 @@ def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int
         gen, texts, max_new_tokens=max_new_tokens, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
         desc=f"{gen.slug} {task.dataset} {method.name}",
     )
+    fmt = output_format(wordings, method.form)
     rows = []
-    for (qid, pid), raw in zip(keys, outputs, strict=True):
+    for (qid, pid), text, raw in zip(keys, texts, outputs, strict=True):
         out = strip_thinking(raw) if "</think>" in raw else raw
+        # Read against the prompt it answers: a copy of the prompt is never a judgment.
+        prompt = JudgmentPrompt(text, fmt)
         if method.form == "pointwise":
-            selected, parsed = parse_yes_no(out)
-            rows.append((qid, pid, selected, parsed, raw))
+            selected, status = parse_yes_no(out, prompt)
+            rows.append((qid, pid, selected, status == GENUINE, status == ECHO, raw))
         else:
             pool = task.pools[qid]
-            ids, parsed = parse_selection(out, len(pool))
+            ids, status = parse_selection(out, len(pool), prompt)
             chosen = {pool[i - 1] for i in ids}
-            rows += [(qid, p, p in chosen, parsed, raw) for p in pool]
+            rows += [(qid, p, p in chosen, status == GENUINE, status == ECHO, raw) for p in pool]
     return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, orient="row")

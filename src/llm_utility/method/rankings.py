@@ -3,7 +3,8 @@ per-passage scores (likelihood, Eq. 7; attention, Eq. 6), into one table shape.
 
 A ranking table has one row per candidate of every ranked query: qid, pid, rank (1 = most useful),
 score (higher = more useful; the method's own scale), parsed (whether the model's output or score
-could be read; when not, the ranking is the retrieval order).
+could be read; when not, the ranking is the retrieval order), echo (a verbalized ranking's output
+repeats its prompt: ``method.parsing``; never for scores).
 
 ``RANKING_METHODS`` names every method (config ``rankings.methods``) and how it ranks a
 ``JudgeTask``: the retriever's order (no model), a verbalized listwise ranking (a generation), the
@@ -23,8 +24,16 @@ import polars as pl
 
 from ..generation.store import AttentionRequest
 from ..schemas import RANKINGS_SCHEMA
-from .judgments import VERBAL_RANKING_METHODS, JudgeTask, JudgmentMethod, check_output_cap, listwise_messages, render_judgment
-from .parsing import parse_ranking
+from .judgments import (
+    VERBAL_RANKING_METHODS,
+    JudgeTask,
+    JudgmentMethod,
+    check_output_cap,
+    listwise_messages,
+    output_format,
+    render_judgment,
+)
+from .parsing import ECHO, GENUINE, JudgmentPrompt, parse_ranking
 from .prompts import answer_prompt, render_passages
 
 
@@ -36,18 +45,25 @@ def from_scores(pools: Mapping[str, Sequence[str]], scores: Mapping[str, Sequenc
         values = list(scores[qid])
         key = [(-(v if not math.isnan(v) else -math.inf), i) for i, v in enumerate(values)]
         order = sorted(range(len(pids)), key=lambda i: key[i])
-        rows += [(qid, pids[i], r, values[i], parsed[qid]) for r, i in enumerate(order, start=1)]
+        rows += [(qid, pids[i], r, values[i], parsed[qid], False) for r, i in enumerate(order, start=1)]
     return pl.DataFrame(rows, schema=RANKINGS_SCHEMA, orient="row")
 
 
-def from_orders(pools: Mapping[str, Sequence[str]], orders: Mapping[str, Sequence[int]], parsed: Mapping[str, bool]) -> pl.DataFrame:
+def from_orders(
+    pools: Mapping[str, Sequence[str]],
+    orders: Mapping[str, Sequence[int]],
+    parsed: Mapping[str, bool],
+    echo: Mapping[str, bool] | None = None,
+) -> pl.DataFrame:
     """Rankings from 1-based positions into each query's pool (a permutation, as
-    ``method.parsing.parse_ranking`` returns); score = k - rank + 1."""
+    ``method.parsing.parse_ranking`` returns); score = k - rank + 1; ``echo``: the queries whose
+    output repeated the prompt (none when not given)."""
     rows = []
+    echo = echo or {}
     for qid, pids in pools.items():
         order = list(orders[qid])
         k = len(order)
-        rows += [(qid, pids[i - 1], r, float(k - r + 1), parsed[qid]) for r, i in enumerate(order, start=1)]
+        rows += [(qid, pids[i - 1], r, float(k - r + 1), parsed[qid], echo.get(qid, False)) for r, i in enumerate(order, start=1)]
     return pl.DataFrame(rows, schema=RANKINGS_SCHEMA, orient="row")
 
 
@@ -100,16 +116,18 @@ def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> 
         for qid, pool in pools.items()
     ]
     max_new = cfg["max_new_tokens"]
-    check_output_cap(gen, "rank", max(map(len, pools.values()), default=0), max_new, "rankings.max_new_tokens")
+    fmt = output_format(task.prompts, "rank")
+    check_output_cap(gen, "rank", max(map(len, pools.values()), default=0), max_new, "rankings.max_new_tokens", fmt)
     gen.check_fits(texts, [f"dataset {task.dataset}, query {qid}, ranking {method.name}" for qid in pools], reserve=max_new)
     outs = task.calls.generate(
         gen, texts, max_new_tokens=max_new, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
         desc=f"{gen.slug} {task.dataset} rank {method.name}",
     )
-    orders, parsed = {}, {}
-    for (qid, pool), out in zip(pools.items(), outs, strict=True):
-        orders[qid], parsed[qid] = parse_ranking(out, len(pool))
-    return from_orders(pools, orders, parsed)
+    orders, parsed, echo = {}, {}, {}
+    for (qid, pool), text, out in zip(pools.items(), texts, outs, strict=True):
+        orders[qid], status = parse_ranking(out, len(pool), JudgmentPrompt(text, fmt))
+        parsed[qid], echo[qid] = status == GENUINE, status == ECHO
+    return from_orders(pools, orders, parsed, echo)
 
 
 def _likelihood(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from ..io import read_table, write_parquet
-from ..method.judgments import JudgeTask, check_output_cap, judge_selection, selection_method
+from ..method.judgments import JudgeTask, check_output_cap, judge_selection, output_format, selection_method
 from ..method.perplexity import perplexity_rows
 from ..method.prompts import load_prompts
 from ..method.rankings import ranking_method, retrieval_order
@@ -56,9 +56,9 @@ def judge_job(
     """Everything one LLM judges or scores about one dataset's candidates, in one model session:
 
     - ``judgments`` (method -> path): verbalized selections of every candidate of C, columns qid,
-      pid, selected, parsed, output (the raw output; a listwise method's is the same on all
-      candidates of a query); an output that does not parse is a row with ``parsed = false`` and
-      nothing selected; ``max_new_tokens`` maps a method's form (pointwise, listwise) or ``thinking``
+      pid, selected, parsed, echo, output (the raw output; a listwise method's is the same on all
+      candidates of a query); an output that does not parse, or repeats its prompt (``echo``), is a
+      row with ``parsed = false`` and nothing selected; ``max_new_tokens`` maps a method's form (pointwise, listwise) or ``thinking``
       to its output limit;
     - ``rankings`` (method -> path): utility rankings of C (``schemas.RANKINGS_SCHEMA``) by the
       methods of ``method.rankings.RANKING_METHODS``: ``listwise``, ``listwise_pa``, ``likelihood``
@@ -100,11 +100,11 @@ def judge_job(
     with model_session(manifest=manifest, spec=spec, store=store, job=job, threads=threads, log=log) as (gen, calls):
         on_model = task(gen, calls, spec)
         # Each method's calls are counted apart (the cost table's `method` column).
+        k = max(map(len, pools.values()), default=0)
         for m in selection:
             limit = max_new_tokens["thinking" if m.thinking else m.form]
-            if m.form == "listwise":
-                k = max(map(len, pools.values()), default=0)
-                check_output_cap(gen, "listwise", k, limit, "judgments.thinking_max_new_tokens" if m.thinking else "judgments.listwise_max_new_tokens")
+            key = "judgments.thinking_max_new_tokens" if m.thinking else f"judgments.{m.form}_max_new_tokens"
+            check_output_cap(gen, m.form, k, limit, key, output_format(wordings, m.form))
             with calls.section(m.name):
                 tables[f"judgments|{m.name}"] = judge_selection(on_model, m, limit)
         for m in methods.values():
@@ -126,13 +126,13 @@ def judge_job(
         table = tables[f"judgments|{name}"]
         write_parquet(table, path)
         log.info(
-            "%s: %d queries judged, %d of %d candidates selected, outputs parsed for %.1f%% of the queries",
-            name, judged.height, int(table["selected"].sum()), table.height, 100 * _parsed_share(table),
+            "%s: %d queries judged, %d of %d candidates selected, outputs parsed for %.1f%% of the queries, echoes of the prompt for %.1f%%",
+            name, judged.height, int(table["selected"].sum()), table.height, 100 * _parsed_share(table), 100 * _echo_share(table),
         )
     for method, path in rankings.items():
         table = tables[f"rankings|{method}"]
         write_parquet(table.select(list(RANKINGS_SCHEMA)), path)
-        log.info("%s: ranked %d queries; parsed for %.1f%%", method, len(pools), 100 * _parsed_share(table))
+        log.info("%s: ranked %d queries; parsed for %.1f%%, echoes for %.1f%%", method, len(pools), 100 * _parsed_share(table), 100 * _echo_share(table))
     if perplexity:
         write_parquet(tables["perplexity"], perplexity)
         log.info("perplexity of %d human passages", tables["perplexity"].height)
@@ -152,6 +152,10 @@ def rank_retriever_job(*, queries: str, candidates: str, output: str, max_querie
 
 def _parsed_share(table: pl.DataFrame) -> float:
     return float(table.group_by("qid").agg(pl.col("parsed").all())["parsed"].mean() or 0.0) if table.height else 0.0
+
+
+def _echo_share(table: pl.DataFrame) -> float:
+    return float(table.group_by("qid").agg(pl.col("echo").any())["echo"].mean() or 0.0) if table.height else 0.0
 
 
 def qrels_job(*, gold: str, candidates: str, pool: str, output: str, log: logging.Logger = _log) -> None:

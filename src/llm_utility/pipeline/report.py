@@ -158,23 +158,46 @@ class GroupedTable:
     note_suffix: str = ""
 
 
-# Each metric with the unparsed share of its own queries beside it (an unparsed output counts as a
-# failure in the metric; the share says how much of it is parsing).
+# Each metric with the unparsed and echo shares of its own queries beside it (such an output counts
+# as a failure in the metric; the shares say how much of it is parsing and prompt copying), and the
+# share of judged queries whose outputs are all genuine judgments.
 _SELECTION_VALUES = (
-    ("f1", "F1", "max"), ("unparsed_nonempty", "unparsed % (F1)", ""),
-    ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed_empty", "unparsed % (Acc)", ""),
+    ("f1", "F1", "max"), ("unparsed_nonempty", "unparsed % (F1)", ""), ("echo_nonempty", "echo % (F1)", ""),
+    ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed_empty", "unparsed % (Acc)", ""), ("echo_empty", "echo % (Acc)", ""),
+    ("genuine", "genuine %", ""),
 )
 _UNPARSED_NOTE = (
-    "An output that does not parse is a failure: it selects nothing (a miss for F1) and is never a "
-    "correct rejection (Acc); unparsed %: share of the metric's queries whose output (pointwise: one "
-    "of its outputs) did not parse."
+    "An output that does not parse, or that repeats its prompt (an echo: a copy of the output format, its example, "
+    "an acknowledgement, a passage or the instruction), is a failure: it selects nothing (a miss for F1) and is never "
+    "a correct rejection (Acc). unparsed % / echo %: share of the metric's queries whose output (pointwise: one of "
+    "its outputs) did not parse / repeated the prompt; genuine %: share of the judged queries whose every output is "
+    "a judgment of the model's own (genuine, unparsed and echo sum to 100)."
 )
 _KNOWN_SPLIT_VALUES = (("unknown", "Unk", "max"), ("known", "Known", "max"))
+# A table names the cells where at least this share of the judged queries' outputs repeat the prompt.
+ECHO_NOTE_SHARE = 50.0
+
+
+def echo_note(frame: pl.DataFrame, row: str = "method") -> str:
+    """A sentence naming the cells (LLM, ``row``, dataset) of a judgment table whose echo share is
+    at least ``ECHO_NOTE_SHARE``: there the table measures how often the model repeats its prompt,
+    not how it judges utility. Empty when there are none."""
+    if "echo" not in frame.columns:
+        return ""
+    high = frame.filter(pl.col("echo").fill_nan(None) >= ECHO_NOTE_SHARE)
+    if not high.height:
+        return ""
+    cells = "; ".join(f"{llm} {name} on {dataset}: {echo:.0f}%" for llm, name, dataset, echo in high.select("llm", row, "dataset", "echo").iter_rows())
+    return (
+        f"Echo share of at least {ECHO_NOTE_SHARE:.0f}% of the judged queries ({cells}): these cells measure how often "
+        "the model repeats its prompt under the authors' output format, not how it judges utility (the prompts are "
+        "the paper's, tuned to no model)."
+    )
 
 # Tables of selection scores (``report.judgments.selection_scores``), by rule.
 SELECTION_TABLES = {
     "table2": GroupedTable(
-        title="Table 2: utility-based selection (F1 / Accuracy, %)",
+        title="Table 2: utility-based selection (F1 / Accuracy, %, with the shares of genuine, unparsed and echo outputs)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
         "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
         group="llm", index=("method",), across="dataset", values=_SELECTION_VALUES,
@@ -192,21 +215,27 @@ SELECTION_TABLES = {
         "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
         + _UNPARSED_NOTE,
         group="dataset", index=("llm",), across="method",
-        values=(("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""), ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
+        values=(("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""),
+                ("unparsed_nonempty", "unparsed % (P/R/F1)", ""), ("echo_nonempty", "echo % (P/R/F1)", ""),
                 ("avg_selected_unknown", "count (unknown)", ""), ("avg_selected_known", "count (known)", ""),
-                ("unparsed_unknown", "unparsed % (unknown)", ""), ("unparsed_known", "unparsed % (known)", ""),
+                ("unparsed_unknown", "unparsed % (unknown)", ""), ("echo_unknown", "echo % (unknown)", ""),
+                ("unparsed_known", "unparsed % (known)", ""), ("echo_known", "echo % (known)", ""),
                 ("avg_selected_nonempty", "count (non-empty gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
-                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", "")),
+                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", ""), ("echo_empty", "echo % (Acc)", ""),
+                ("genuine", "genuine %", "")),
     ),
 }
 # Tables of RAG answers on the LLM's unknown and known queries against the top-k
 # (``report.judgments.known_split``), by rule.
 RAG_TABLES = {
     "table3": GroupedTable(
-        title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
+        title="Table 3: RAG with utility selections (correct %, unknown / known queries, with the shares of genuine, unparsed and echo selections)",
         note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
-        "Over the judged queries.",
-        group="llm", index=("source",), across="dataset", values=_KNOWN_SPLIT_VALUES,
+        "Over the judged queries. genuine / unparsed / echo %: share of those queries whose selection was a judgment "
+        "of the model's own / did not parse / repeated its prompt; the last two select nothing, so those queries are "
+        "answered with no passage.",
+        group="llm", index=("source",), across="dataset",
+        values=_KNOWN_SPLIT_VALUES + (("genuine", "genuine %", ""), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
     ),
     "table7": GroupedTable(
         title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
@@ -216,10 +245,10 @@ RAG_TABLES = {
 }
 
 
-def _write_grouped(frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "") -> None:
+def _write_grouped(frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "", extra: str = "") -> None:
     from ..report.tables import write_grouped_table
 
-    text = (note or layout.note) + (" " + layout.note_suffix if layout.note_suffix else "")
+    text = " ".join(t for t in (note or layout.note, layout.note_suffix, extra) if t)
     write_grouped_table(
         frame, csv, md, tex, title=layout.title, note=text, group=layout.group,
         index=list(layout.index), across=layout.across, values=list(layout.values),
@@ -250,17 +279,24 @@ def selection_table_job(
     judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
     flags = _read_known(known) if known else None
     scores = _with_selection_intervals(selection_scores(judged, gold_c, flags), judged, gold_c, intervals, flags)
-    _write_grouped(scores, SELECTION_TABLES[table], csv, md, tex, note)
+    _write_grouped(scores, SELECTION_TABLES[table], csv, md, tex, note, extra=echo_note(scores))
 
 
-def rag_table_job(*, table: str, answers, known, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
+def rag_table_job(
+    *, table: str, answers, known, csv: str, md: str, tex: str, judgments=None, intervals: Mapping[str, Any] | None = None
+) -> None:
     """Table 3 (RAG with the LLM's own selections) or Table 7 (with the top passages of its utility
-    rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``)."""
-    from ..report.judgments import known_split
+    rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``); with
+    ``judgments`` (the selections behind Table 3's rows, keyed (dataset, llm, method)), each
+    selection row's shares of genuine, unparsed and echo outputs."""
+    from ..report.judgments import known_split, with_selection_outcomes
 
     frames, flags = _read_keyed(answers), _read_known(known)
     split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
-    _write_grouped(split, RAG_TABLES[table], csv, md, tex)
+    layout = RAG_TABLES[table]
+    if any(column == "echo" for column, _, _ in layout.values):
+        split = with_selection_outcomes(split, frames, _read_keyed(judgments or {}))  # without judgments: "-"
+    _write_grouped(split, layout, csv, md, tex, extra=echo_note(split, row="source"))
 
 
 def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
@@ -276,12 +312,12 @@ def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals
         scores = join_intervals(scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"])
     layout = GroupedTable(
         title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
-        note="Over the judged queries whose gold set G(C) is not empty; unparsed: verbalized rankings that did not "
-        "parse (kept in retrieval order).",
+        note="Over the judged queries whose gold set G(C) is not empty; unparsed % / echo %: verbalized rankings whose "
+        "output did not parse / repeated its prompt (both kept in retrieval order).",
         group="llm", index=("method",), across="dataset",
-        values=(("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", "")),
+        values=(("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
     )
-    _write_grouped(scores, layout, csv, md, tex)
+    _write_grouped(scores, layout, csv, md, tex, extra=echo_note(scores))
 
 
 def selection_transfer_figure_job(*, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from ..method.parsing import ECHO, GENUINE, STATUSES, UNPARSED
 from ..metrics import ranking_metrics, set_metrics
 from .analysis import correct_pct
 
@@ -29,29 +30,32 @@ def _gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:
 
 def selection_scores(judgments: Keyed, gold_C: Keyed, known: Keyed | None = None) -> pl.DataFrame:
     """Table 2 (and 5, 8) in tidy form: one row per (dataset, llm, method) with ``metrics.set_metrics``'
-    keys (in percent where a share) and ``unparsed``, the share of queries whose output (a pointwise
-    method: one of its outputs) did not parse. An unparsed output is a failure: it selects nothing
-    (a miss for precision and recall) and is never a correct rejection (Acc), and the unparsed share
-    of each metric's queries stands beside it (``unparsed_nonempty``, ``unparsed_empty``).
+    keys (in percent where a share) and each judged query's outcome (``outcomes_of``) as shares that
+    sum to 100: ``genuine`` (every output a judgment of the model's own), ``unparsed`` (an output
+    without a judgment) and ``echo`` (an output that repeats its prompt). Unparsed and echoed outputs
+    are failures: they select nothing (a miss for precision and recall) and are never a correct
+    rejection (Acc); the shares of each metric's queries stand beside it (``unparsed_nonempty``,
+    ``echo_nonempty``; ``unparsed_empty``, ``echo_empty``).
 
     With ``known`` ((dataset, llm) -> qid, known), the paper's Table 8 split too: ``n_unknown``,
     ``n_known``, the average number of passages selected on each (``avg_selected_unknown``,
-    ``avg_selected_known``) and the unparsed share of each (``unparsed_unknown``, ``unparsed_known``).
+    ``avg_selected_known``) and the unparsed and echo shares of each (``unparsed_unknown``, ...).
     """
     rows = []
     for (dataset, llm, method), table in judgments.items():
         qids, selected = _selected_of(table)
-        unparsed = _unparsed_of(table)
-        m = set_metrics(selected, _gold_of(gold_C[(dataset, llm)], qids), unparsed)
+        outcome = outcomes_of(table)
+        gold = _gold_of(gold_C[(dataset, llm)], qids)
+        m = set_metrics(selected, gold, _unparsed_of(table))
         row = {
             "dataset": dataset,
             "llm": llm,
             "method": method,
             **{k: 100 * m[k] for k in ("precision", "recall", "f1", "f1_per_query", "accuracy_empty")},
             **{k: m[k] for k in ("n_nonempty", "n_empty", "avg_selected_nonempty", "avg_selected_empty")},
-            "unparsed": 100 * len(unparsed) / len(qids) if qids else float("nan"),
-            "unparsed_nonempty": 100 * m["unparsed_nonempty"],
-            "unparsed_empty": 100 * m["unparsed_empty"],
+            **outcome_shares(outcome, qids),
+            **outcome_shares(outcome, [q for q in qids if gold[q]], "_nonempty", (UNPARSED, ECHO)),
+            **outcome_shares(outcome, [q for q in qids if not gold[q]], "_empty", (UNPARSED, ECHO)),
         }
         if known is not None:
             flags = _known_of(known[(dataset, llm)], qids)
@@ -59,7 +63,7 @@ def selection_scores(judgments: Keyed, gold_C: Keyed, known: Keyed | None = None
                 side_q = [q for q in qids if flags[q] == flag]
                 row[f"n_{side}"] = len(side_q)
                 row[f"avg_selected_{side}"] = _mean([len(selected[q]) for q in side_q])
-                row[f"unparsed_{side}"] = 100 * _mean([float(q in unparsed) for q in side_q])
+                row |= outcome_shares(outcome, side_q, f"_{side}", (UNPARSED, ECHO))
         rows.append(row)
     schema = _SELECTION_SCHEMA | (_KNOWN_SPLIT_SCHEMA if known is not None else {})
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
@@ -69,8 +73,25 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def outcomes_of(table: pl.DataFrame) -> dict[str, str]:
+    """qid -> the outcome of a judgments (or rankings) table's query, one of ``parsing.STATUSES``:
+    ``genuine`` when every output of it (a listwise method has one, a pointwise one one per
+    candidate) is a judgment of the model's own, else ``echo`` when one of them repeats its prompt,
+    else ``unparsed``. A table written before echoes were told apart (no ``echo`` column) has none."""
+    echo = pl.col("echo") if "echo" in table.columns else pl.lit(False)
+    per_query = table.group_by("qid", maintain_order=True).agg(pl.col("parsed").all().alias("genuine"), echo.any().alias("echo"))
+    return {q: GENUINE if ok else ECHO if copied else UNPARSED for q, ok, copied in per_query.iter_rows()}
+
+
+def outcome_shares(outcome: Mapping[str, str], qids: Sequence[str], suffix: str = "", statuses: Sequence[str] = STATUSES) -> dict[str, float]:
+    """The percent of ``qids`` with each outcome of ``statuses`` (NaN over no query), keyed
+    ``<status><suffix>``."""
+    return {f"{s}{suffix}": 100 * _mean([float(outcome[q] == s) for q in qids]) for s in statuses}
+
+
 def _unparsed_of(table: pl.DataFrame) -> set[str]:
-    """The qids of a judgments table with an output that did not parse."""
+    """The qids of a judgments table with an output that is no judgment (unparsed or an echo): the
+    failures of the set metrics."""
     return set(table.filter(~pl.col("parsed"))["qid"].to_list())
 
 
@@ -96,9 +117,13 @@ _SELECTION_SCHEMA = {
     "n_empty": pl.Int64,
     "avg_selected_nonempty": pl.Float64,
     "avg_selected_empty": pl.Float64,
+    "genuine": pl.Float64,
     "unparsed": pl.Float64,
+    "echo": pl.Float64,
     "unparsed_nonempty": pl.Float64,
+    "echo_nonempty": pl.Float64,
     "unparsed_empty": pl.Float64,
+    "echo_empty": pl.Float64,
 }
 _KNOWN_SPLIT_SCHEMA = {
     "n_unknown": pl.Int64,
@@ -106,21 +131,24 @@ _KNOWN_SPLIT_SCHEMA = {
     "avg_selected_unknown": pl.Float64,
     "avg_selected_known": pl.Float64,
     "unparsed_unknown": pl.Float64,
+    "echo_unknown": pl.Float64,
     "unparsed_known": pl.Float64,
+    "echo_known": pl.Float64,
 }
 
 
 def ranking_scores(rankings: Keyed, gold_C: Keyed, k: int) -> pl.DataFrame:
     """Table 4 in tidy form: NDCG@k and Recall@k (percent) per (dataset, llm, method) through
-    ``metrics.ranking_metrics``, with the share of queries whose ranking output did not parse."""
+    ``metrics.ranking_metrics``, with the shares of queries whose ranking output did not parse
+    (``unparsed``) or repeated its prompt (``echo``): both are ranked in retrieval order."""
     rows = []
     for (dataset, llm, method), table in rankings.items():
         ordered = table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid"))
         ranked = dict(ordered.iter_rows())
         m = ranking_metrics(ranked, _gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
-        unparsed = table.group_by("qid").agg(pl.col("parsed").all())["parsed"].not_().mean()
-        rows.append((dataset, llm, method, 100 * m["ndcg"], 100 * m["recall"], 100 * float(unparsed or 0.0)))
-    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String, "ndcg": pl.Float64, "recall": pl.Float64, "unparsed": pl.Float64}
+        shares = outcome_shares(outcomes_of(table), list(ranked), statuses=(UNPARSED, ECHO)) if ranked else {UNPARSED: 0.0, ECHO: 0.0}
+        rows.append((dataset, llm, method, 100 * m["ndcg"], 100 * m["recall"], shares[UNPARSED], shares[ECHO]))
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String, "ndcg": pl.Float64, "recall": pl.Float64, "unparsed": pl.Float64, "echo": pl.Float64}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -155,6 +183,28 @@ def known_split(answers: Keyed, known: Keyed, baseline: str = "topk") -> pl.Data
         "n_known": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row").unique(["dataset", "llm", "source"], keep="first", maintain_order=True)
+
+
+def with_selection_outcomes(split: pl.DataFrame, answers: Keyed, judgments: Keyed) -> pl.DataFrame:
+    """``known_split``'s rows (Table 3) with, on each row that answers with selections
+    (``selected_<method>_from_<llm>``), the outcome shares of those selections over the queries it
+    answers (``outcome_shares``: genuine, unparsed, echo, percent; null on the other rows and where
+    the judgments are not given). A query whose selection is not genuine selects nothing, so it is
+    answered with no passage."""
+    from ..method.answers import CONTEXT_PATTERNS
+
+    rows = []
+    for dataset, llm, source in split.select("dataset", "llm", "source").iter_rows():
+        found = CONTEXT_PATTERNS["selected"].match(source)
+        table = judgments.get((dataset, found["source"], found["method"])) if found else None
+        frame = answers.get((dataset, llm, source))
+        shares = {}
+        if table is not None and frame is not None:
+            outcome = outcomes_of(table)
+            shares = outcome_shares(outcome, [q for q in frame["qid"].to_list() if q in outcome])
+        rows.append({"dataset": dataset, "llm": llm, "source": source, **{s: shares.get(s) for s in STATUSES}})
+    schema = {"dataset": pl.String, "llm": pl.String, "source": pl.String} | dict.fromkeys(STATUSES, pl.Float64)
+    return split.join(pl.DataFrame(rows, schema=schema), on=["dataset", "llm", "source"], how="left", maintain_order="left")
 
 
 def selection_transfer(answers: Keyed, llms: Sequence[str], dataset: str, method: str) -> pl.DataFrame:

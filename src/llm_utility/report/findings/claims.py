@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ...method.judgments import VERBAL_RANKING_METHODS
+from ...method.parsing import GENUINE
 from ...metrics import ranking_metrics_per_query, set_metrics_per_query
 from ..analysis import TABLE1_CONTEXTS
 from ..bootstrap import f1_of_means, f1_of_sums, mean_interval, paired_difference, ratio, ratio_interval, statistic_interval
-from ..judgments import _gold_of, _selected_of, _unparsed_of
+from ..judgments import _gold_of, _selected_of, _unparsed_of, outcome_shares, outcomes_of
 from .framework import (
     BY_CONSTRUCTION,
     Claim,
@@ -428,6 +430,71 @@ def known_lose_with_human(inputs: FindingInputs, rs: Resampling, reask: bool = F
 
 # --- judgments: selection (Tables 2, 8) -----------------------------------------------------------
 
+# --- parse shares: how much of a judgment finding's cells rests on genuine judgments ----------------
+
+# A cell rests mostly on non-genuine outputs when fewer than this share (%) of the judgments it
+# compares are the model's own (the rest did not parse or repeated the prompt).
+GENUINE_MAJORITY = 50.0
+
+
+def _judged_sides(inputs: FindingInputs, cell: dict[str, Any], sides: list[tuple[str, str, str]], qids: set[str] | None = None):
+    """(label, table, qids) of each (kind, llm, method) side a cell compares: kind ``judgments`` or
+    ``rankings`` (verbalized ones only: the others are scores, never echoes); ``qids`` the cell's
+    queries (None: every judged query)."""
+    out = []
+    for kind, llm, method in sides:
+        if kind == "rankings" and method not in VERBAL_RANKING_METHODS:
+            continue
+        table = getattr(inputs, kind).get((cell["dataset"], llm, method))
+        if table is not None:
+            label = method if llm == cell.get("llm") else f"{method} of {llm}"
+            out.append((label if kind == "judgments" else f"{label} ranking", table, qids))
+    return out
+
+
+def with_parse_shares(entry: dict[str, Any], sides_of) -> dict[str, Any]:
+    """A judgment finding's entry with, in each cell, ``parse``: the shares (%) of genuine, unparsed
+    and echo outputs of each judgment it compares (``sides_of(cell)`` -> [(label, judgments or
+    rankings table, the cell's qids or None for all judged)]), and a note on every cell where fewer
+    than ``GENUINE_MAJORITY`` % of them are genuine; the entry's note says so when most of its
+    in-scope cells do, and ``non_genuine_cells`` counts them."""
+    if entry["status"] != "run":
+        return entry
+    cells, flagged, counted = [], 0, 0
+    for cell in entry["cells"]:
+        parse = {}
+        for label, table, qids in sides_of(cell):
+            outcome = outcomes_of(table)
+            chosen = [q for q in (outcome if qids is None else qids) if q in outcome]
+            if chosen:
+                parse[label] = {k: round(v, 1) for k, v in outcome_shares(outcome, chosen).items()}
+        if not parse:
+            cells.append(cell)
+            continue
+        cell = {**cell, "parse": parse}
+        genuine = float(np.mean([s[GENUINE] for s in parse.values()]))
+        if cell.get("in_scope", True):
+            counted += 1
+        if genuine < GENUINE_MAJORITY:
+            flagged += cell.get("in_scope", True)
+            shares = ", ".join(f"{label} {s['genuine']:.0f}/{s['unparsed']:.0f}/{s['echo']:.0f}" for label, s in parse.items())
+            note = f"rests mostly on non-genuine outputs (genuine/unparsed/echo %: {shares})"
+            cell["note"] = "; ".join(t for t in (note, cell.get("note")) if t)
+        cells.append(cell)
+    entry = {**entry, "cells": cells, "non_genuine_cells": flagged}
+    if counted and flagged > counted / 2:
+        note = (f"{flagged} of {counted} in-scope cells rest mostly on non-genuine outputs (fewer than half of the judgments "
+                "they compare are the model's own; the rest did not parse or repeated the prompt): the verdict says little "
+                "about utility judgment")
+        entry["note"] = "; ".join(t for t in (note, entry.get("note")) if t)
+    return entry
+
+
+def _nonempty_gold(inputs: FindingInputs, dataset: str, llm: str) -> set[str]:
+    gold = inputs.gold.get((dataset, llm, "C"))
+    return set() if gold is None else set(gold["qid"].cast(pl.String).to_list())
+
+
 SELECTION_PAIRS = [("listwise", "pointwise"), ("listwise_pa", "pointwise_pa")]
 PSEUDO_ANSWER_PAIRS = [("pointwise_pa", "pointwise"), ("listwise_pa", "listwise")]
 KNOWN_REJECTION = ("listwise_pa_reject", "listwise_pa")
@@ -476,7 +543,13 @@ def _f1_comparison(claim: Claim, inputs: FindingInputs, rs: Resampling, method_p
     pairs_text = " or ".join(f"{a}/{b}" for a, b in method_pairs)
     if not cells:
         return not_run(claim, f"needs both methods of a pair in judgments.methods ({pairs_text}) and gold sets (C)", inputs)
-    return make_entry(claim, cells, pool, rs, note=_missing_methods(inputs, method_pairs), inputs=inputs)
+    entry = make_entry(claim, cells, pool, rs, note=_missing_methods(inputs, method_pairs), inputs=inputs)
+
+    def sides(cell):
+        qids = _nonempty_gold(inputs, cell["dataset"], cell["llm"])
+        return _judged_sides(inputs, cell, [("judgments", cell["llm"], m) for m in cell["pair"].split(" vs ")], qids)
+
+    return with_parse_shares(entry, sides)
 
 
 def listwise_beats_pointwise(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -528,7 +601,9 @@ def known_rejection_lowers_recall(inputs: FindingInputs, rs: Resampling) -> dict
             ra = _precision_recall(a, gold).select("qid", value="recall")
             rb = _precision_recall(b, gold).select("qid", value="recall")
             pairs.append(({"dataset": dataset, "llm": llm}, dataset, paired(ra, rb)))
-    return difference_entry(claim, pairs, rs, f"needs {with_it} and {without} in judgments.methods and gold sets (C)", inputs)
+    entry = difference_entry(claim, pairs, rs, f"needs {with_it} and {without} in judgments.methods and gold sets (C)", inputs)
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("judgments", cell["llm"], m) for m in (with_it, without)], _nonempty_gold(inputs, cell["dataset"], cell["llm"])))
 
 
 def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -559,7 +634,9 @@ def known_overselection(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]
         pool.add(dataset, pl.DataFrame({"qid": chosen, "s": values, "c": np.ones(len(chosen))}, schema_overrides={"qid": pl.String}))
     if not cells:
         return not_run(claim, "no judgments (judgments.methods) with known flags configured", inputs)
-    return make_entry(claim, cells, pool, rs, inputs=inputs)
+    entry = make_entry(claim, cells, pool, rs, inputs=inputs)
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("judgments", cell["llm"], cell["method"])], known_qids(inputs.known[(cell["dataset"], cell["llm"])], True)))
 
 
 # --- judgments: rankings (Table 4) ----------------------------------------------------------------
@@ -625,7 +702,9 @@ def likelihood_beats_listwise_pa_triviaqa(inputs: FindingInputs, rs: Resampling)
         scope=TRIVIAQA,
     )
     pairs = _ranking_pairs(inputs, "likelihood", "listwise_pa")
-    return difference_entry(claim, pairs, rs, "needs the likelihood and listwise_pa rankings (rankings.methods) and gold sets (C)", inputs)
+    entry = difference_entry(claim, pairs, rs, "needs the likelihood and listwise_pa rankings (rankings.methods) and gold sets (C)", inputs)
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("rankings", cell["llm"], "listwise_pa")], _nonempty_gold(inputs, cell["dataset"], cell["llm"])))
 
 
 def _beats_every(claim: Claim, inputs: FindingInputs, rs: Resampling, competitors: dict[str, list[tuple[dict[str, Any], str, pl.DataFrame]]],
@@ -680,7 +759,9 @@ def listwise_pa_ranks_best(inputs: FindingInputs, rs: Resampling) -> dict[str, A
     have = {m for _, _, m in inputs.rankings}
     missing = [m for m in RANKING_COMPETITORS if not competitors[m] and m not in have]
     note = f"not compared: {', '.join(missing)} (not in rankings.methods)" if missing else ""
-    return _beats_every(claim, inputs, rs, competitors, note, "needs the listwise_pa ranking and another (rankings.methods) and gold sets (C)")
+    entry = _beats_every(claim, inputs, rs, competitors, note, "needs the listwise_pa ranking and another (rankings.methods) and gold sets (C)")
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("rankings", cell["llm"], m) for m in ("listwise_pa", cell["versus"])], _nonempty_gold(inputs, cell["dataset"], cell["llm"])))
 
 
 # --- RAG with judgments (Tables 3, 7, Figure 9) ------------------------------------------------------
@@ -711,7 +792,8 @@ def selected_beats_topk(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]
         scope=ALL,
     )
     pairs = _answer_pairs(inputs, f"selected_{method}_from_{{llm}}", "topk")
-    return difference_entry(claim, pairs, rs, f"needs answers with the own {method} selections (judgments.rag_methods) and the top-k", inputs)
+    entry = difference_entry(claim, pairs, rs, f"needs answers with the own {method} selections (judgments.rag_methods) and the top-k", inputs)
+    return with_parse_shares(entry, lambda cell: _judged_sides(inputs, cell, [("judgments", cell["llm"], method)]))
 
 
 def selected_beats_reranked(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
@@ -728,7 +810,9 @@ def selected_beats_reranked(inputs: FindingInputs, rs: Resampling) -> dict[str, 
     prefix, suffix = "reranked_", f"_top{top}"
     rerankings = sorted({c[len(prefix):-len(suffix)] for _, _, c in inputs.answers if c.startswith(prefix) and c.endswith(suffix)})
     competitors = {m: _answer_pairs(inputs, f"selected_{method}_from_{{llm}}", f"{prefix}{m}{suffix}") for m in rerankings}
-    return _beats_every(claim, inputs, rs, competitors, "", f"needs answers with the own {method} selections and with reranked top-{top} passages (rankings.rag_methods)")
+    entry = _beats_every(claim, inputs, rs, competitors, "", f"needs answers with the own {method} selections and with reranked top-{top} passages (rankings.rag_methods)")
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("judgments", cell["llm"], method), ("rankings", cell["llm"], cell["versus"])]))
 
 
 def _selection_transfer_claim() -> Claim:
@@ -768,7 +852,9 @@ def selections_transfer_better_than_gold(inputs: FindingInputs, rs: Resampling, 
                 gold_loss = paired(correct_values(own_gold), correct_values(other_gold)).select("qid", value=pl.col("a") - pl.col("b"))
                 sel_loss = paired(correct_values(own_sel), correct_values(other_sel)).select("qid", value=pl.col("a") - pl.col("b"))
                 pairs.append(({"dataset": dataset, "llm": llm, "from": source}, dataset, paired(gold_loss, sel_loss)))
-    return difference_entry(claim, pairs, rs, f"needs the transfer answers of gold sets (U) and of {method} selections (judgments.rag_methods)", inputs)
+    entry = difference_entry(claim, pairs, rs, f"needs the transfer answers of gold sets (U) and of {method} selections (judgments.rag_methods)", inputs)
+    return with_parse_shares(entry, lambda cell: _judged_sides(
+        inputs, cell, [("judgments", cell["llm"], method), ("judgments", cell["from"], method)]))
 
 
 # --- all of them ----------------------------------------------------------------------------------

@@ -108,17 +108,29 @@ def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={k: pl.String for k in columns})
 
 
-_CELL_FIELDS = ("effect", "lo", "hi", "n", "interval", "verdict", "note", "in_scope", "comparison", "known_left_out")
+_CELL_FIELDS = ("effect", "lo", "hi", "n", "interval", "verdict", "note", "in_scope", "comparison", "known_left_out", "parse")
+_PARSE_COLUMN = "genuine/unparsed/echo %"
+
+
+def _parse_text(parse: Mapping[str, Mapping[str, float]] | None) -> str | None:
+    """A judgment cell's parse shares as one cell: ``listwise_pa 33/0/67; pointwise_pa 100/0/0``."""
+    if not parse:
+        return None
+    return "; ".join(f"{label} {s['genuine']:.0f}/{s['unparsed']:.0f}/{s['echo']:.0f}" for label, s in parse.items())
 
 
 def cells_frame(entry: Mapping[str, Any]) -> pl.DataFrame:
     """A finding's cells as a frame: its keys, then effect, lo, hi, n, verdict, in_scope, the
-    comparison a cell used (where a finding chooses one), note."""
+    comparison a cell used (where a finding chooses one), the parse shares of the judgments a
+    judgment finding's cell compares, note."""
     if not entry["cells"]:
         return pl.DataFrame()
-    frame = pl.DataFrame(entry["cells"], infer_schema_length=None)
-    keys = [c for c in frame.columns if c not in _CELL_FIELDS]
-    extra = [c for c in ("in_scope", "known_left_out", "comparison") if c in frame.columns]
+    parses = [_parse_text(c.get("parse")) for c in entry["cells"]]
+    frame = pl.DataFrame([{k: v for k, v in c.items() if k != "parse"} for c in entry["cells"]], infer_schema_length=None)
+    if any(p is not None for p in parses):
+        frame = frame.with_columns(pl.Series(_PARSE_COLUMN, parses, dtype=pl.String))
+    keys = [c for c in frame.columns if c not in (*_CELL_FIELDS, _PARSE_COLUMN)]
+    extra = [c for c in ("in_scope", "known_left_out", "comparison", _PARSE_COLUMN) if c in frame.columns]
     return frame.select(*keys, "effect", "lo", "hi", "n", "verdict", *extra, "note")
 
 
