@@ -46,11 +46,13 @@ test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest -m "not benchmarks" --durations=15
 
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
-# CI (.github/workflows/main.yml), so that `make test` stays within 15 minutes on 2 cores.
+# CI (.github/workflows/main.yml), so that `make test` does not grow by their time either (its
+# time, measured: docs/performance.md, "The tests").
 test-benchmarks: $(STAMP)
 	$(BIN)/python -m pytest -m benchmarks
 
-# The fast tier alone (no model, no Snakemake; under a minute): what to run while editing.
+# The fast tier alone (no model, no Snakemake; about a minute, docs/performance.md, "The tests"):
+# what to run while editing.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
