@@ -160,7 +160,7 @@ def test_profile_comments_point_to_sections_that_exist():
 
 
 # Commands another slow test dry-runs as written (with --sdm env-modules), which this one need not
-# repeat: each a paper DAG of 822 jobs, about a minute on 2 busy cores.
+# repeat: each a paper DAG of about 800 jobs, about a minute on 2 busy cores.
 COVERED = {
     ("--configfile", "config/paper.yaml", "--profile", "profiles/slurm"): ("tests/test_profiles.py", '_dry_run("--profile", "profiles/slurm")'),
     ("--configfile", "config/paper.yaml", "--profile", "profiles/kubernetes"): ("tests/test_profiles.py", '_dry_run("--profile", "profiles/kubernetes"'),
