@@ -157,3 +157,32 @@ def test_the_job_reads_the_workflow_s_files_and_writes_the_page(tmp_path):
     )
     text = html.read_text(encoding="utf-8")
     assert "Capital of Tuvalu?" in text and "Capital of France?" not in text  # the first query only
+
+
+@pytest.mark.slow
+def test_the_snakemake_report_holds_the_page_unchanged(tmp_path):
+    """Snakemake's report shows an HTML item in an iframe (no sandbox) of the file itself: in a
+    report.zip the page as it was written, in a self-contained report.html a data: URI of the same
+    bytes; so the page that works standalone (above) works in the report."""
+    import base64
+    import zipfile
+
+    pytest.importorskip("itables")
+    from workflow_runner import snakemake_cmd
+
+    page = explorer_html(explorer_table(*_frames(), llms=LLMS), LLMS, "explorer")
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    (tmp_path / "cap.rst").write_text("The explorer.\n")
+    (tmp_path / "Snakefile").write_text(
+        'rule explorer:\n    input: "page.html"\n'
+        '    output: report("explorer/d.html", caption="cap.rst", category="6 Explorer")\n'
+        '    shell: "cp {input} {output}"\n'
+    )
+    for args in (["--cores", "1", "explorer/d.html"], ["--report", "report.zip"], ["--report", "report.html"]):
+        out = subprocess.run(snakemake_cmd(*args), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+    with zipfile.ZipFile(tmp_path / "report.zip") as z:
+        (name,) = [n for n in z.namelist() if n.endswith("/d.html")]
+        assert z.read(name).decode("utf-8") == page
+    uri = re.search(r'"data_uri": "data:text/html;[^"]*base64,([^"]+)"', (tmp_path / "report.html").read_text())
+    assert uri and base64.b64decode(uri.group(1)).decode("utf-8") == page
