@@ -295,7 +295,7 @@ def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[
         f" --task {args.task} --models {args.models}`.\n"
         "# Your corpus and queries with config/paper.yaml's settings (top-k, every judgment method on every\n"
         "# query, the re-ask, a BM25 run): none of the CPU demo's cuts. Every key: docs/configuration.md.\n"
-        f"# Run: snakemake --configfile {args.out} --cores all   (on GPUs: docs/cluster.md)\n\n"
+        f"# Run from the repository: snakemake --configfile {_config_path(args.out)} --cores all   (on GPUs: docs/cluster.md)\n\n"
     )
     if args.models == "paper":
         note = ("# The paper's four LLMs, on vLLM and GPUs (docs/cluster.md). On a machine without a GPU use the\n"
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     for warning in warnings:
         print(f"WARNING: {warning}")
-    print(f"next: snakemake --configfile {args.out} --cores all -n   (the jobs it would run)")
+    print(f"next, from the repository: snakemake --configfile {_config_path(args.out)} --cores all -n   (the jobs it would run)")
     return 0
 
 
