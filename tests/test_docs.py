@@ -140,3 +140,52 @@ def test_report_description_renders_for_each_config(configfile):
     for name in [*config["datasets"], *config["llms"], *config["retrievers"]]:
         assert name in html
     assert "How to read it" in html
+    # Each dataset with the retriever that made its candidates; the other retrievers' runs apart.
+    summary = re.sub(r"<[^>]+>|\s+", " ", html)
+    for name, dataset in config["datasets"].items():
+        assert f"{name} ({dataset['retriever']})" in summary
+    pools = {d["retriever"] for d in config["datasets"].values()}
+    extra = re.search(r"Extra runs : ([^;]*);", summary)
+    assert extra and set(re.findall(r"[\w-]+", extra.group(1).split(" on every")[0])) == set(config["retrievers"]) - pools
+    assert "retrieved with" not in summary
+    # Thinking is among the tables only when an LLM can think (Table 5 is otherwise a note).
+    assert ("thinking," in summary) == any(llm.get("can_think") for llm in config["llms"].values())
+
+
+DURATION = re.compile(r"(?<![\w.])(?:\d[\d,.]*|a|one)\s?(?:minutes?|min|seconds|hours?|GPU-hours)\b|\bin minutes\b")
+
+
+def _blocks(path: Path) -> list[str]:
+    """Paragraphs of a Markdown page (a code block's lines with it), or a file's comment blocks."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".md":
+        text = re.sub(r"```.*?```", lambda m: m.group(0).replace("\n\n", "\n#\n"), text, flags=re.S)
+        return re.split(r"\n\s*\n", text)
+    blocks, block = [], []
+    for line in text.splitlines():
+        if "#" in line:
+            block.append(line[line.index("#"):])
+        elif block:
+            blocks.append("\n".join(block))
+            block = []
+    return [*blocks, "\n".join(block)]
+
+
+def test_stated_times_are_measured_and_budgets_say_so():
+    """A time stated outside performance.md (the measurements) and cluster.md (the estimates) comes
+    with a link to one of them, and a time that is a target, not a measurement, says it is a budget:
+    `make demo` within 15 minutes was its budget while it measured 34."""
+    files = [
+        REPO / "README.md", REPO / "config" / "README.md", REPO / "Makefile", REPO / "pyproject.toml",
+        *(p for p in DOCS.glob("*.md") if p.name not in ("performance.md", "cluster.md", "configuration.md")),
+        *(REPO / "config").glob("*.yaml"), *(REPO / "profiles").glob("*/config.yaml"),
+    ]
+    for path in files:
+        for block in _blocks(path):
+            flat = " ".join(block.split())
+            if not DURATION.search(flat):
+                continue
+            where = f"{path.relative_to(REPO)}: {flat[:120]}"
+            assert "performance.md" in flat or "cluster.md" in flat, f"a time without its measurement: {where}"
+            if re.search(r"\b(within|under|stays?|must)\b[^.]{0,40}\b(\d+ min|minutes?|a minute)\b", flat):
+                assert "budget" in flat, f"a target stated as if it were what it takes: {where}"

@@ -151,6 +151,10 @@ GOOD = {"id": "a", "question": "Q?", "answers": ["A"]}
         ([{"id": "b", "question": "Q?", "answers": ["A"], "human_pids": "p1"}], 1, "field 'human_pids' must be a list"),
         ([{"id": "b", "question": "Q?", "answers": ["A"], "human_pids": ["p1", "nope"]}], 1, "['nope'] not found"),
         ([{"id": "b", "question": "Q?", "answers": ["A"], "task": "mcq"}], 1, "unknown task 'mcq'"),
+        # A claim's label is exactly SUPPORTS or REFUTES (the verdict scoring stops on anything else).
+        ([GOOD, {"id": "c", "question": "Paris is in France.", "answers": ["supports"], "task": "fact"}], 2, "exactly [\"SUPPORTS\"] or [\"REFUTES\"]"),
+        ([{"id": "c", "question": "C.", "answers": ["SUPPORTS", "REFUTES"], "task": "fact"}], 1, "found ['SUPPORTS', 'REFUTES']"),
+        ([{"id": "c", "question": "C.", "answers": ["NOT ENOUGH INFO"], "task": "fact"}], 1, "a claim's 'answers'"),
         ([GOOD, "", {"id": "b", "question": "Q?", "answers": ["A"]}, GOOD], 4, "duplicate id 'a' (first on line 1)"),
         ([], None, "no queries"),
     ],

@@ -177,7 +177,10 @@ def reference(schema: Mapping) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) > 1:
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        if args and args[0] in ("-h", "--help"):
+            print(f"usage: {COMMAND.replace(' docs/configuration.md', '')} [OUTPUT.md]: the configuration reference")
+            return
         raise SystemExit(f"usage: {COMMAND.replace(' docs/configuration.md', '')} [OUTPUT.md]")
     text = reference(load_schema())
     if args:

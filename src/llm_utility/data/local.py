@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from llm_utility.io import atomic_path, conform
+from llm_utility.metrics import FACT_LABELS
 from llm_utility.schemas import PASSAGES_ARROW, PASSAGES_SCHEMA, QUERIES_SCHEMA, TASKS
 
 from .readers import DataFormatError, as_id, display_name, iter_jsonl, iter_lines
@@ -276,4 +277,8 @@ def _parse_query(path, lineno: int, obj, corpus_pids: set[str] | None, default_t
     task = obj.get("task", default_task)
     if task not in TASKS:
         raise fail(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    if task == "fact" and (len(set(answers)) != 1 or answers[0] not in FACT_LABELS):
+        # Claims are scored by the verdict an answer states (metrics.score_answer): the label must be
+        # exactly one of these, or the first model job that scores it would stop instead.
+        raise fail(f"a claim's 'answers' must be exactly [\"SUPPORTS\"] or [\"REFUTES\"], found {answers!r}")
     return (qid, question, list(answers), human_pids, task)

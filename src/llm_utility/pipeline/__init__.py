@@ -16,6 +16,7 @@ from .judgments import judge_job, qrels_job, rank_retriever_job
 from .parts import gather_parts_job
 from .report import (
     empty_answers_job,
+    explorer_job,
     overlap_figure_job,
     perplexity_figure_job,
     rag_table_job,
@@ -37,6 +38,7 @@ __all__ = [
     "config_job",
     "cost_job",
     "empty_answers_job",
+    "explorer_job",
     "external_runs_job",
     "findings_job",
     "gather_parts_job",

@@ -372,3 +372,31 @@ def table6_job(
     write_text(table6_markdown(df), md)
     write_text(table6_latex(df), tex)
     return df
+
+
+def explorer_job(
+    *, dataset: str, candidates: str, queries, answers, gold, judgments, rankings, llms: Sequence[str],
+    max_queries: int | None, html: str,
+) -> None:
+    """The explorer of one dataset (``report.explorer``): one row per (query, passage of U) of its
+    first ``max_queries`` queries, as a standalone offline HTML page."""
+    from ..io import write_text
+    from ..report.explorer import explorer_html, explorer_table
+    from ..schemas import CANDIDATES_SCHEMA
+
+    by_llm: dict[str, dict[str, pl.DataFrame]] = {}
+    for (_, llm, context), path in answers.items():
+        by_llm.setdefault(llm, {})[context] = read_table(path)
+    table = explorer_table(
+        read_table(candidates, CANDIDATES_SCHEMA),
+        read_queries(queries)[dataset],
+        by_llm,
+        {(llm, c): frame for (_, llm, c), frame in read_gold(gold).items()},
+        # Only the columns the explorer shows (a table of an earlier run lacks later columns).
+        {(llm, m): read_table(path).select("qid", "pid", "selected") for (_, llm, m), path in judgments.items()},
+        {(llm, m): read_table(path).select("qid", "pid", "rank") for (_, llm, m), path in rankings.items()},
+        llms,
+        max_queries,
+    )
+    write_text(explorer_html(table, llms, f"{dataset}: the examples behind the numbers"), html)
+    _log.info("explorer: %s rows (%s queries) -> %s", table.height, table["qid"].n_unique(), html)

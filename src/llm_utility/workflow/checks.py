@@ -90,3 +90,19 @@ def check_data_sources(config: Mapping[str, Any]) -> None:
     for name, cfg in config["corpora"].items():
         if cfg["source"] in ("dpr", "msmarco", "kilt") and cfg.get("file") is None:
             raise ValueError(f"config: corpora.{name}: source '{cfg['source']}' needs `file`")
+
+
+def validated(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` validated as the Snakefile validates it (``config/schema.yaml`` through
+    ``snakemake.utils.validate``, its defaults filled in), then ``check_config``: for commands that
+    read a config outside a run (``python -m llm_utility.workflow.estimates``, ``llm_utility.init``)."""
+    import copy
+
+    from snakemake.utils import validate  # only here: importing the glue never imports Snakemake
+
+    from ..config import SCHEMA
+
+    full = copy.deepcopy(dict(config))
+    validate(full, str(SCHEMA))
+    check_config(full)
+    return full

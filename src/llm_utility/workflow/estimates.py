@@ -268,19 +268,15 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     import yaml
-    from snakemake.utils import validate  # only here: the library itself never needs Snakemake
 
-    from ..config import SCHEMA
-    from .checks import check_config
+    from .checks import validated
 
     parser = argparse.ArgumentParser(description="the shard report of a config: one JSON line per dataset")
     parser.add_argument("config", help="a config file, e.g. config/paper.yaml")
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as fh:
         config = yaml.safe_load(fh)
-    validate(config, str(SCHEMA))
-    check_config(config)
-    for row in shard_report(Plan(config)):
+    for row in shard_report(Plan(validated(config))):
         print(json.dumps(row))
 
 
