@@ -129,6 +129,7 @@ def test_an_int8_linear_is_within_its_quantization_error_of_float32():
     assert torch.allclose(got, linear(only), atol=1e-5)
 
 
+@pytest.mark.slow  # loads a model
 @int8_only
 def test_outlier_channels_are_the_largest_inputs_of_each_layer(tiny_fp32):
     model = tiny_fp32.model
@@ -149,6 +150,7 @@ def test_outlier_channels_are_the_largest_inputs_of_each_layer(tiny_fp32):
         assert set(channels.tolist()) == set(seen[name].topk(4).indices.tolist())
 
 
+@pytest.mark.slow  # loads a model
 @int8_only
 def test_quantize_linears_replaces_every_linear_but_the_output_layer(tmp_path):
     from transformers import AutoModelForCausalLM
@@ -168,6 +170,7 @@ def test_quantize_linears_replaces_every_linear_but_the_output_layer(tmp_path):
 # --- the engine -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # loads a model
 def test_the_engine_decodes_what_transformers_generate_decodes(tiny_fp32):
     gen = tiny_fp32
     assert gen.dtype == "float32"
@@ -176,6 +179,7 @@ def test_the_engine_decodes_what_transformers_generate_decodes(tiny_fp32):
         assert got == [direct_greedy(gen, p, 12, stop) for p in PROMPTS], stop
 
 
+@pytest.mark.slow  # loads a model
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_the_engine_decodes_what_generate_decodes_for_each_architecture(arch, tmp_path):
     """A chat Llama and a completion Gemma 3 whose sliding window (64 tokens) is shorter than most of
@@ -191,6 +195,7 @@ def test_the_engine_decodes_what_generate_decodes_for_each_architecture(arch, tm
     assert gen.generate(prompts, max_new_tokens=12) == [direct_greedy(gen, p, 12, []) for p in prompts]
 
 
+@pytest.mark.slow  # loads a model
 def test_a_call_is_the_same_alone_and_in_a_batch_of_other_lengths(tiny_fp32):
     gen = tiny_fp32
     together = gen.generate(PROMPTS, max_new_tokens=10)
@@ -204,6 +209,7 @@ def test_a_call_is_the_same_alone_and_in_a_batch_of_other_lengths(tiny_fp32):
         assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
 
 
+@pytest.mark.slow  # loads a model
 def test_a_reused_prefix_gives_the_logits_and_states_of_a_fresh_computation(tiny_fp32):
     model = tiny_fp32.model
     first, second = (tiny_fp32.encode(p) for p in PROMPTS[:2])
@@ -245,6 +251,7 @@ def test_decoding_batches_bound_memory_and_padding():
         assert all(4 * lengths[i] >= 3 * lengths[g[0]] for i in g)
 
 
+@pytest.mark.slow  # loads a model
 @int8_only
 def test_int8_calls_are_the_same_alone_and_in_a_batch(tiny_int8):
     gen = tiny_int8
@@ -262,6 +269,7 @@ def test_int8_calls_are_the_same_alone_and_in_a_batch(tiny_int8):
         assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
 
 
+@pytest.mark.slow  # loads a model
 @int8_only
 def test_int8_scores_are_a_direct_unbatched_call_of_the_same_int8_model(tiny_int8):
     """The independent check of scoring, in int8: the engine (prefix reuse, kept logits) against
