@@ -115,3 +115,36 @@ def test_bm25_index_scale():
     row = next(line for line in out.splitlines() if line.startswith("| 2,000 |"))
     seconds, peak_mb, per_passage = (float(x) for x in row.strip("|").split("|")[1:])
     assert seconds > 0 and peak_mb > 50 and per_passage == pytest.approx(1024 * peak_mb / 2000, rel=0.01)
+
+
+def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
+    """--compare-only on two work directories written here: the shares, deltas and cells it prints
+    are the ones these stores and tables hold."""
+    import sqlite3
+
+    import polars as pl
+
+    runs = {"float32": (["Lima", "Oslo"], [-1.0, -2.0], 0.5), "auto": (["Lima", "Bergen"], [-1.25, -2.0], 0.75)}
+    for name, (answers, scores, cell) in runs.items():
+        workdir = tmp_path / name
+        store = workdir / "resources" / "cache" / "generation" / "llm-a"
+        store.mkdir(parents=True)
+        with sqlite3.connect(store / "answer_candidates+dataset=d+llm=llm-a.sqlite") as db:
+            db.execute("CREATE TABLE calls (kind TEXT, prompt TEXT, target TEXT, value TEXT)")
+            db.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", [
+                ("generate", "q1", "", answers[0]), ("generate", "q2", "", answers[1]),
+                ("score", "", "t", json.dumps(scores)),
+            ])
+        (workdir / "logs").mkdir()
+        stats = {"llm": "llm-a", "calls": {"generate": {"seconds": 4.0 if name == "float32" else 2.0}}}
+        (workdir / "logs" / "job.log").write_text(f"store_stats {json.dumps(stats)}\n")
+        (workdir / "results" / "tables").mkdir(parents=True)
+        pl.DataFrame({"llm": ["llm-a", "llm-b"], "acc": [cell, 0.25]}).write_csv(workdir / "results" / "tables" / "table1_rag.csv")
+    report_path = tmp_path / "report.json"
+    out = _run("arithmetic_agreement.py", "--workdir", str(tmp_path), "--compare-only", "--json", str(report_path))
+    assert "| llm-a | answer_candidates | 1/2 (50%) |" in out
+    report = json.loads(report_path.read_text())
+    assert report["call_seconds"] == {"float32": {"llm-a": 4.0}, "auto": {"llm-a": 2.0}}
+    assert report["llms"]["llm-a"]["score_abs_delta_logprob"] == {"n": 2, "mean": 0.125, "max": 0.25}
+    assert report["tables"]["Table 1"] == {"cells": 2, "differ": 1}  # the numeric cells
+    assert report["tables"]["Table 2"]["cells"] is None  # written by neither run

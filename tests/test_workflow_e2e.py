@@ -1,9 +1,14 @@
-"""End to end: the whole DAG on a tiny worldfacts config with the real embedded models.
+"""End to end: the whole DAG on a tiny worldfacts config with two tiny random LLMs built here.
 
 One Snakemake run (a few minutes on 2 cores) checked from every side: every target exists, the gold
 sets follow Eq. 1-2 from the answers, the judgments cover what they should, nothing was computed
 twice, a rerun does nothing and makes no model call, a styling change reruns only figures, and a
 job's script runs by hand with the workflow's own paths.
+
+The run checks the wiring, not model numbers, so its LLMs are tiny random models of the demo
+models' two kinds (tests/tiny_models.py: a chat Llama, a completion Gemma 3 with sliding-window
+attention), in the demo's arithmetic (`dtype: auto`). What the demo models compute is checked
+against transformers itself in test_hf_backend.py, test_cpu_engine.py and test_independent_checks.py.
 """
 
 import json
@@ -16,7 +21,8 @@ import polars as pl
 import pytest
 import yaml
 
-from workflow_runner import run_workflow, snakemake_cmd, workdir_sharing_models
+from tiny_models import write_tiny_model
+from workflow_runner import run_workflow, snakemake_cmd
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
 
@@ -46,7 +52,7 @@ TARGETS = [
     "results/tables/external_runs.md",
     "results/figures/external_runs.png",
     "results/tables/qrels_agreement.md",
-    "results/wf-single/smollm2-135m/qrels_U.txt",
+    "results/wf-single/tiny-chat/qrels_U.txt",
     "results/findings.json",
     "results/tables/findings.md",
     "results/tables/findings.html",
@@ -76,9 +82,28 @@ REPORTED = [
 FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure_perplexity", "figure_selection_transfer", "external_runs"}
 
 
+# The two LLMs (slug: architecture), of two families as the demo's are.
+TINY_LLMS = {"tiny-chat": "llama", "tiny-base": "gemma3"}
+CHAT, BASE = TINY_LLMS
+
+
+def _tiny_llms(cfg, models):
+    """The demo's LLM settings (arithmetic, threads, limits, stop strings) on tiny random weights."""
+    demo = list(cfg["llms"].values())
+    llms = {}
+    for (slug, arch), like in zip(TINY_LLMS.items(), demo, strict=True):
+        spec = {k: v for k, v in like.items() if k not in ("weights", "family", "prompt_format")}
+        llms[slug] = {
+            **spec, "weights": {"path": str(write_tiny_model(models / slug, arch))},
+            "prompt_format": "chat" if arch == "llama" else "completion", "family": f"tiny-{arch}",
+        }
+    return llms
+
+
 def _tiny_config(repo, workdir):
     cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     cfg["prompts"] = [str(repo / p) for p in cfg["prompts"]]
+    cfg["llms"] = _tiny_llms(cfg, workdir / "tiny-models")
     cfg["corpora"]["worldfacts"]["n_cities"] = 20
     # QA and claims (verdict scoring); the two-hop set adds only more LLM calls, and `make test`
     # must stay within 15 minutes.
@@ -102,7 +127,7 @@ def _tiny_config(repo, workdir):
 
 @pytest.fixture(scope="module")
 def demo(repo, tmp_path_factory):
-    workdir = workdir_sharing_models(repo, tmp_path_factory, "e2e")
+    workdir = tmp_path_factory.mktemp("e2e")
     cfg, cfg_path = _tiny_config(repo, workdir)
     out = run_workflow(repo, workdir, cfg_path, "--cores", "2")
     assert out.returncode == 0, out.stderr[-5000:]
@@ -114,7 +139,7 @@ def test_every_target_exists(demo):
     for target in TARGETS:
         assert (workdir / target).stat().st_size > 0, target
     table = (workdir / "results/tables/table1_rag.md").read_text()
-    assert "smollm2-135m" in table.lower() or "SmolLM2" in table
+    assert CHAT in table and BASE in table
     assert "**" in table  # best per LLM marked
 
 
@@ -324,9 +349,9 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     # serves every one (one pair's judge, RAG-with-judgments and re-ask jobs, their outputs as targets
     # so no table reruns: the same code runs for every pair, and the suite must fit in 15 minutes).
     rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
-    pair = "results/wf-single/smollm2-135m"
+    pair = f"results/wf-single/{CHAT}"
     method = cfg["judgments"]["rag_methods"][0]
-    targets = [f"{pair}/perplexity.parquet", f"{pair}/answers/selected_{method}_from_gemma3-270m.parquet", f"{pair}/answers/reask_none.parquet"]
+    targets = [f"{pair}/perplexity.parquet", f"{pair}/answers/selected_{method}_from_{BASE}.parquet", f"{pair}/answers/reask_none.parquet"]
     forced = run_workflow(repo, workdir, cfg_path, "--cores", "2", *targets, "--forcerun", "judge", "answer_judgments", "answer_reask")
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
@@ -374,14 +399,14 @@ def test_a_reordered_config_reruns_nothing(repo, demo):
     dry = run_workflow(repo, workdir, reordered, "-n", "--cores", "2")
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
     # The order of the datasets and of the LLMs is the order of the tables' rows and columns:
-    # reversing it lays out the tables, figures and findings again, and computes nothing else.
+    # reversing it lays out the tables, figures, explorer and findings again, and computes nothing else.
     swapped = workdir / "swapped.yaml"
     swapped.write_text(yaml.safe_dump(_reordered(cfg), sort_keys=False))
     dry = run_workflow(repo, workdir, swapped, "-n", "--cores", "2")
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
     outputs = [o for line in re.findall(r"^\s+output: (.*)$", text, re.M) for o in line.split(", ")]
-    laid_out = [o for o in outputs if o.startswith(("results/tables/", "results/figures/")) or o in ("results/findings.json", "results/config.yaml")]
+    laid_out = [o for o in outputs if o.startswith(("results/tables/", "results/figures/", "results/explorer/")) or o in ("results/findings.json", "results/config.yaml")]
     assert outputs and laid_out == outputs, sorted(set(outputs) - set(laid_out))
 
 
@@ -391,7 +416,7 @@ def test_two_workflows_sharing_a_store_compute_every_call_once(repo, demo, tmp_p
     write the answers of the original run."""
     workdir, cfg, cfg_path = demo
     store = tmp_path / "shared-store"
-    target = "results/wf-single/smollm2-135m/answers/none.parquet"
+    target = f"results/wf-single/{CHAT}/answers/none.parquet"
     copies = [tmp_path / "workflow-1", tmp_path / "workflow-2"]
     for copy in copies:
         shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "locks"))
@@ -410,15 +435,15 @@ def test_two_workflows_sharing_a_store_compute_every_call_once(repo, demo, tmp_p
         assert p.returncode == 0, out[-3000:]
     stats = []
     for copy in copies:
-        log = (copy / "logs/answer_candidates/wf-single/smollm2-135m.log").read_text()
+        log = (copy / f"logs/answer_candidates/wf-single/{CHAT}.log").read_text()
         stats.append(json.loads(re.search(r"store_stats (\{.*\})", log).group(1))["calls"]["generate"])
     made, served = [s["made"] for s in stats], [s["served"] for s in stats]
     print(f"two workflows, one store: made {made}, served {served}")  # reported numbers (pytest -s)
-    unique = count_rows(store / "smollm2-135m")
+    unique = count_rows(store / CHAT)
     assert sum(made) == unique and all(m + s == unique for m, s in zip(made, served))
     for copy in copies:
         for context in ("none", "single", "topk", "union", "human"):
-            answers = f"results/wf-single/smollm2-135m/answers/{context}.parquet"
+            answers = f"results/wf-single/{CHAT}/answers/{context}.parquet"
             assert pl.read_parquet(copy / answers).equals(pl.read_parquet(workdir / answers)), (copy, context)
 
 

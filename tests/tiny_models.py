@@ -18,6 +18,8 @@ TEXT = (
     "people. The official language of the country is Spanish; its currency is the sol (PEN). "
     "SUPPORTS REFUTES Yes No true false [1] [2] [3] [4] [5] > , . ? : ; ( ) - 0123456789 "
     "passage passages utility select selection rank ranking identifier My "
+    # The judgment formats (config/prompts.yaml), so their caps fit as they do for real tokenizers.
+    + "Utility judgment: Yes. Utility judgment: No. My selection:[[1],[2]] [1]>[2]>[3] " * 3
 )
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
@@ -33,7 +35,7 @@ def _tokenizer(path: Path, chat: bool):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<pad>", "<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=600, special_tokens=["<pad>", "<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tok.train_from_iterator([TEXT], trainer)
     if not chat:  # a base model's tokenizer adds its BOS (Gemma's <bos>)
@@ -58,12 +60,15 @@ def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
         bos_token_id=ids["<s>"], eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"],
     )
     torch.manual_seed(seed)
+    # Initializer ranges at which greedy outputs vary with the prompt (at the default 0.02, or 1.0
+    # for Gemma, every prompt gets the same repeated token), so the run's gold sets, parses and
+    # transfers are not all empty.
     if arch == "llama":
-        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=True))
+        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=True, initializer_range=0.5))
     elif arch == "gemma3":
         config = Gemma3TextConfig(
             **common, head_dim=8, query_pre_attn_scalar=8, sliding_window=64,
-            layer_types=["sliding_attention", "full_attention"],
+            layer_types=["sliding_attention", "full_attention"], initializer_range=0.2,
         )
         model = Gemma3ForCausalLM(config)
     else:

@@ -1,0 +1,192 @@
+"""Benchmark the CPU arithmetic against float32 on the whole demo: speed side by side, and agreement.
+
+Runs the demo DAG (config/config.yaml, every stage and query) twice from an empty store, each in a
+work directory of its own that shares this checkout's materialized models: once with every LLM in
+the reference arithmetic (float32) and once in the candidate (by default `auto`, what the demo runs
+in on this CPU). Then it reports:
+  - wall time of each run and the seconds spent inside model calls, per LLM (the store_stats lines
+    of every job's log), and their ratio;
+  - per stage (rule) and LLM, among the generation calls both runs made with the same prompt, the
+    share of greedy outputs equal to float32's;
+  - over the score calls both runs made (same prompt and target), the mean and largest |delta
+    log-prob| per token; over the attention calls, the mean and largest |delta| of a passage's mass;
+  - how many cells of Tables 1, 2 and 4 differ (any numeric difference).
+
+    .venv/bin/python benchmarks/arithmetic_agreement.py [--workdir DIR] [--candidate auto]
+        [--reference float32] [--reuse] [--cores all] [--json out.json]
+
+`--reuse` skips a run whose results/ is already complete in DIR. `--compare-only` runs nothing and
+compares what the two stores hold so far (tables only where both runs wrote them); `--candidate-dir`
+takes the candidate's results from another work directory, for example a clone where `make demo` ran. The demo models must be materialized
+(`snakemake --cores all resources/models/<llm>/manifest.json`). Nothing is asserted: it measures and
+prints (docs/performance.md, "The CPU engine", keeps the numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+TABLES = {"Table 1": "table1_rag.csv", "Table 2": "table2_selection.csv", "Table 4": "table4_ranking.csv"}
+
+
+def prepare(workdir: Path, dtype: str) -> Path:
+    """A work directory sharing the checkout's models, and its config: the demo's, in ``dtype``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    models = workdir / "resources" / "models"
+    if not models.exists():
+        models.parent.mkdir(parents=True, exist_ok=True)
+        models.symlink_to(REPO / "resources" / "models")
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["prompts"] = [str(REPO / p) for p in cfg["prompts"]]
+    for spec in cfg["llms"].values():
+        spec["dtype"] = dtype
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def run_demo(workdir: Path, config: Path, cores: str, reuse: bool) -> float | None:
+    """Seconds of one whole-DAG run in ``workdir`` (None when reused)."""
+    if reuse and (workdir / "results" / "tables" / "cost.csv").is_file():
+        return None
+    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(config), "--cores", cores]
+    started = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"the demo failed in {workdir}:\n{out.stderr[-4000:]}")
+    return time.perf_counter() - started
+
+
+def call_seconds(workdir: Path) -> dict[str, float]:
+    """Seconds inside model calls per LLM, from every job's store_stats line."""
+    seconds: dict[str, float] = defaultdict(float)
+    for log in (workdir / "logs").rglob("*.log"):
+        for m in re.finditer(r"store_stats (\{.*\})", log.read_text(errors="replace")):
+            stats = json.loads(m.group(1))
+            seconds[stats["llm"]] += sum(c["seconds"] for c in stats["calls"].values())
+    return dict(seconds)
+
+
+def stored_calls(workdir: Path, llm: str) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(kind, prompt, target) -> (stage, value) over every shard of one LLM's store."""
+    calls = {}
+    for shard in sorted((workdir / "resources" / "cache" / "generation" / llm).glob("*.sqlite")):
+        stage = shard.name.split("+", 1)[0]
+        with sqlite3.connect(f"file:{shard}?immutable=1", uri=True) as db:
+            for kind, prompt, target, value in db.execute("SELECT kind, prompt, target, value FROM calls"):
+                calls.setdefault((kind, prompt, target), (stage, value))
+    return calls
+
+
+def compare_calls(reference: Path, candidate: Path, llm: str) -> dict:
+    ref, cand = stored_calls(reference, llm), stored_calls(candidate, llm)
+    shared = ref.keys() & cand.keys()
+    equal: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    score_deltas, attention_deltas = [], []
+    for key in shared:
+        kind = key[0]
+        (stage, a), (_, b) = ref[key], cand[key]
+        if kind == "generate":
+            equal[stage][0] += a == b
+            equal[stage][1] += 1
+        else:
+            va, vb = json.loads(a), json.loads(b)
+            if len(va) == len(vb):
+                (score_deltas if kind == "score" else attention_deltas).extend(abs(x - y) for x, y in zip(va, vb))
+    summary = lambda d: {"n": len(d), "mean": sum(d) / len(d) if d else None, "max": max(d) if d else None}  # noqa: E731
+    return {
+        "calls": {"reference": len(ref), "candidate": len(cand), "shared": len(shared)},
+        "generate_equal": {stage: {"equal": e, "shared": n} for stage, (e, n) in sorted(equal.items())},
+        "score_abs_delta_logprob": summary(score_deltas),
+        "attention_abs_delta_mass": summary(attention_deltas),
+    }
+
+
+def compare_table(reference: Path, candidate: Path, name: str) -> dict:
+    if not all((d / "results" / "tables" / name).is_file() for d in (reference, candidate)):
+        return {"cells": None, "differ": None, "note": "not written by both runs (yet)"}
+    a = pl.read_csv(reference / "results" / "tables" / name)
+    b = pl.read_csv(candidate / "results" / "tables" / name)
+    if a.columns != b.columns or a.height != b.height:
+        return {"cells": None, "differ": None, "note": "the tables' shapes differ"}
+    cells = differ = 0
+    for col in a.columns:
+        if a[col].dtype.is_numeric() and b[col].dtype.is_numeric():
+            x, y = a[col].to_list(), b[col].to_list()
+            cells += len(x)
+            differ += sum((p is None) != (q is None) or (p is not None and abs(p - q) > 1e-12) for p, q in zip(x, y))
+    return {"cells": cells, "differ": differ}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / "out" / "arithmetic_agreement")
+    parser.add_argument("--reference", default="float32")
+    parser.add_argument("--candidate", default="auto")
+    parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--cores", default="all")
+    parser.add_argument("--compare-only", action="store_true")
+    parser.add_argument("--candidate-dir", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "src"))
+    from llm_utility.generation.cpu_arithmetic import cpu_flags, resolve_dtype
+
+    flags = " ".join(name for name, on in cpu_flags().items() if on)
+    resolved = resolve_dtype(args.candidate, cuda=False)
+    print(f"CPU flags: {flags}; candidate {args.candidate} -> {resolved}; reference {args.reference}")
+    dirs = {name: args.workdir / name for name in (args.reference, args.candidate)}
+    if args.candidate_dir:
+        dirs[args.candidate] = args.candidate_dir
+    walls = {}
+    for name, workdir in dirs.items():
+        if args.compare_only or (args.candidate_dir and name == args.candidate):
+            walls[name] = None
+            continue
+        walls[name] = run_demo(workdir, prepare(workdir, name), args.cores, args.reuse)
+        print(f"{name}: demo wall time {'(reused)' if walls[name] is None else f'{walls[name]:.0f} s'}", flush=True)
+    seconds = {name: call_seconds(d) for name, d in dirs.items()}
+    llms = sorted(seconds[args.reference])
+    report = {"flags": flags, "candidate": resolved, "wall_seconds": walls, "call_seconds": seconds, "llms": {}, "tables": {}}
+    print("\n| LLM | model-call seconds, " + args.reference + " | " + resolved + " | ratio |\n|---|--:|--:|--:|")
+    for llm in llms:
+        a, b = seconds[args.reference][llm], seconds[args.candidate].get(llm, float("nan"))
+        print(f"| {llm} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
+    total_a, total_b = sum(seconds[args.reference].values()), sum(seconds[args.candidate].values())
+    print(f"| all | {total_a:,.0f} | {total_b:,.0f} | {total_b / total_a:.2f} |")
+    print("\n| LLM | stage | generations equal to " + args.reference + " |\n|---|---|--:|")
+    for llm in llms:
+        cmp = compare_calls(dirs[args.reference], dirs[args.candidate], llm)
+        report["llms"][llm] = cmp
+        for stage, c in cmp["generate_equal"].items():
+            print(f"| {llm} | {stage} | {c['equal']}/{c['shared']} ({100 * c['equal'] / max(1, c['shared']):.0f}%) |")
+    print("\n| LLM | score |delta log-prob| mean / max (tokens) | attention |delta mass| mean / max |\n|---|--:|--:|")
+    for llm, cmp in report["llms"].items():
+        s, t = cmp["score_abs_delta_logprob"], cmp["attention_abs_delta_mass"]
+        fmt = lambda d: "-" if d["mean"] is None else f"{d['mean']:.4f} / {d['max']:.4f} ({d['n']})"  # noqa: E731
+        print(f"| {llm} | {fmt(s)} | {fmt(t)} |")
+    print("\n| table | cells that differ |\n|---|--:|")
+    for title, name in TABLES.items():
+        t = compare_table(dirs[args.reference], dirs[args.candidate], name)
+        report["tables"][title] = t
+        print(f"| {title} | {t['differ']} of {t['cells']} |" if t["cells"] is not None else f"| {title} | {t['note']} |")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
