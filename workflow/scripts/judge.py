@@ -10,7 +10,11 @@ if "snakemake" not in globals():
 
     snakemake = mock_snakemake("judge")
 
-from llm_utility.logs import log_to
+from llm_utility.workflow import run_in_llm_python
+
+run_in_llm_python(snakemake.config, snakemake.wildcards.llm)  # under llms.<llm>.python when set, before the log opens
+
+from llm_utility.logs import log_to  # noqa: E402
 
 log = log_to(snakemake.log[0])
 

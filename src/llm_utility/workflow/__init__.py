@@ -5,7 +5,8 @@ of the library from Python needs. No module here imports Snakemake at import tim
 - ``checks``: the config checks the schema cannot express;
 - ``canonical``: the config in one form for one meaning (key order does not rerun jobs);
 - ``keys``: keyed inputs (a rule names each input by its key, its job reads the keys back);
-- ``operational``: where the generation store and the GPU locks live;
+- ``operational``: where the generation store and the GPU locks live, and which Python runs an
+  LLM's jobs;
 - ``parts``: query shards of a dataset's model jobs (which queries part i of n holds);
 - ``estimates``: each model job's expected time from token counts, and the shards a dataset needs;
 - ``by_hand``: ``mock_snakemake``, to run any job's script by hand.
@@ -25,6 +26,7 @@ _SUBMODULE_OF = {
     "keyed_inputs": "keys",
     "gpu_lock_dir": "operational",
     "store_root": "operational",
+    "run_in_llm_python": "operational",
     "job_part_queries": "parts",
     "part_queries": "parts",
     "Plan": "plan",
@@ -54,5 +56,6 @@ __all__ = [
     "mock_snakemake",
     "job_part_queries",
     "part_queries",
+    "run_in_llm_python",
     "store_root",
 ]

@@ -25,7 +25,7 @@ from ..report.findings.framework import PAPER_DATASETS, REASK_PREFIX
 from ..retrieval.lexical import BACKEND as BM25
 from ..retrieval.lexical import spec_keys
 from .checks import BENCHMARK_SOURCES
-from .operational import OPERATIONAL_KEYS
+from .operational import LLM_OPERATIONAL_KEYS, OPERATIONAL_KEYS
 from .parts import SHARDABLE_RULES, part_names, shard_count, shards_key
 
 BM25_KEYS = spec_keys()
@@ -142,8 +142,9 @@ class Plan:
 
     def llm_spec(self, llm: str) -> dict[str, Any]:
         """The LLM's config entry as its jobs get it (their `spec` param): without the keys that only
-        estimate runtimes."""
-        return {k: v for k, v in self.config["llms"][llm].items() if k not in LLM_SCHEDULING_KEYS}
+        estimate runtimes, or say which Python runs them."""
+        left_out = (*LLM_SCHEDULING_KEYS, *LLM_OPERATIONAL_KEYS)
+        return {k: v for k, v in self.config["llms"][llm].items() if k not in left_out}
 
     # --- query shards of the model jobs (workflow.parts) -------------------------------------------
 
@@ -483,7 +484,11 @@ class Plan:
 
     def results_config(self) -> dict[str, Any]:
         """The validated config without the operational settings, which change no result."""
-        return {k: v for k, v in self.config.items() if k not in OPERATIONAL_KEYS}
+        out = {k: v for k, v in self.config.items() if k not in OPERATIONAL_KEYS}
+        out["llms"] = {
+            llm: {k: v for k, v in spec.items() if k not in LLM_OPERATIONAL_KEYS} for llm, spec in self.config["llms"].items()
+        }
+        return out
 
     # --- model jobs ---------------------------------------------------------------------------------
 
