@@ -164,7 +164,9 @@ class Int8RowLinear(nn.Module):
 
 
 @torch.inference_mode()
-def outlier_channels(model: nn.Module, calibration_ids: list[int], k: int = OUTLIER_CHANNELS) -> dict[str, torch.Tensor]:
+def outlier_channels(
+    model: nn.Module, calibration_ids: list[int], k: int = OUTLIER_CHANNELS
+) -> dict[str, torch.Tensor]:
     """Per ``nn.Linear`` inside the layers (by module name; not the output layer, which stays
     float32), the ``k`` input channels with the largest magnitude over one float32 forward pass of
     ``calibration_ids``. The pass keeps the logits of the last position only."""

@@ -17,7 +17,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from .cpu_arithmetic import CALIBRATION_TEXT, INT8_RECIPE, output_vocabulary, quantize_linears, resolve_dtype, torch_dtype
+from .cpu_arithmetic import (
+    CALIBRATION_TEXT,
+    INT8_RECIPE,
+    output_vocabulary,
+    quantize_linears,
+    resolve_dtype,
+    torch_dtype,
+)
 from .generator import Generator, cut_answer, length_batches
 from .hf_engine import PrefixCache, Workspace, greedy_generate, prefill
 
