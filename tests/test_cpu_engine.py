@@ -211,7 +211,7 @@ def test_a_call_is_bitwise_the_same_alone_and_in_a_batch_of_other_lengths(dtype,
     lengths (decoding steps of up to 40 rows, so several blocks of ``STEP_ROWS``), a prompt gets the
     same tokens and bitwise the same scores, in every arithmetic."""
     gen = _tiny_in(dtype, tmp_path_factory)
-    assert gen.dtype == dtype
+    assert gen.dtype == dtype and gen.store_key_extras()["cpu_engine"] == hf_engine.CPU_ENGINE
     prompts = [PROMPTS[i % len(PROMPTS)] + " Peru" * (i // len(PROMPTS)) for i in range(40)]
     together = gen.generate(prompts, max_new_tokens=10)
     assert len(set(together)) > 5  # the rows really differ

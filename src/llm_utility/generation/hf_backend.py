@@ -27,7 +27,7 @@ from .cpu_arithmetic import (
     torch_dtype,
 )
 from .generator import Generator, cut_answer, length_batches
-from .hf_engine import ROWWISE_ATTENTION, PrefixCache, Workspace, greedy_generate, prefill
+from .hf_engine import CPU_ENGINE, ROWWISE_ATTENTION, PrefixCache, Workspace, greedy_generate, prefill
 
 __all__ = ["HFGenerator", "resolve_dtype"]
 
@@ -123,8 +123,11 @@ class HFGenerator(Generator):
         return model
 
     def store_key_extras(self) -> dict[str, Any]:
-        """int8 is this project's own recipe (``cpu_arithmetic.Int8RowLinear``): its version is in the key."""
-        return {"int8": INT8_RECIPE} if self.dtype == "int8" else {}
+        """On a CPU, the engine's numerics (``hf_engine.CPU_ENGINE``) and int8's recipe
+        (``cpu_arithmetic.Int8RowLinear``) are this project's own: their versions are in the key."""
+        if self._cuda:
+            return {}
+        return {"cpu_engine": CPU_ENGINE, **({"int8": INT8_RECIPE} if self.dtype == "int8" else {})}
 
     def close(self) -> None:
         """Drop the weights and return the CUDA memory torch cached for them (see ``gpu.lease_gpus``)."""

@@ -52,6 +52,9 @@ def kv_bytes(kv: KV) -> int:
 
 
 ROWWISE_ATTENTION = "llm_utility_rowwise_sdpa"
+# Bump when the engine's numerics change (how products are blocked, what is reused): it is part of
+# the generation-store key of every CPU call, so a store never serves another engine's outputs.
+CPU_ENGINE = "prefill-whole-step-rows-16-rowwise-attention-v1"
 
 
 def _rowwise_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
