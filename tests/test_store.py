@@ -29,7 +29,7 @@ from llm_utility.generation.store import (
     make_key,
     shards,
 )
-from llm_utility.generation.store_maintenance import compact, main, migrate, verify
+from llm_utility.generation.store_maintenance import compact, main, verify
 
 # A deterministic stand-in for a model: shared by the tests and the subprocesses they start.
 FAKE = textwrap.dedent("""

@@ -87,8 +87,8 @@ from .framework import (
     make_entry,
     not_run,
 )
-from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
 from .qrels import llm_qrels_predict_rag
+from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
 from .transfer import transfer_unknown_both, transfer_unknown_markdown
 
 __all__ = [

@@ -30,7 +30,15 @@ from ...method.judgments import VERBAL_RANKING_METHODS
 from ...method.parsing import GENUINE
 from ...metrics import ranking_metrics_per_query, set_metrics_per_query
 from ..analysis import TABLE1_CONTEXTS
-from ..bootstrap import f1_of_means, f1_of_sums, mean_interval, paired_difference, ratio, ratio_interval, statistic_interval
+from ..bootstrap import (
+    f1_of_means,
+    f1_of_sums,
+    mean_interval,
+    paired_difference,
+    ratio,
+    ratio_interval,
+    statistic_interval,
+)
 from ..judgments import _gold_of, _selected_of, _unparsed_of, outcome_shares, outcomes_of
 from .framework import (
     BY_CONSTRUCTION,
