@@ -313,7 +313,9 @@ class GenerationStore:
         tally = self._tally(kind.name)
         started = time.perf_counter()
         unique = list(dict.fromkeys(requests))
-        keys = {r: make_key(kind.name, generator.fingerprint, generator.backend, r[0], r[1], kind.params) for r in unique}
+        keys = {
+            r: make_key(kind.name, generator.fingerprint, generator.backend, r[0], r[1], kind.params) for r in unique
+        }
         stored = self.lookup(list(keys.values()))
         values = {r: kind.decode(stored[k]) for r, k in keys.items() if k in stored}
         tally.add("served", len(values))
@@ -391,10 +393,23 @@ class GenerationStore:
         for r, v, n in zip(batch, made, n_out):
             value = kind.encode(v)
             key = missing.key[r]
-            rows.append((
-                key, kind.name, generator.fingerprint, generator.backend, kind.params_json, r[0], r[1], value,
-                int(missing.lengths[r]), int(n), each, now, row_checksum(key, value),
-            ))
+            rows.append(
+                (
+                    key,
+                    kind.name,
+                    generator.fingerprint,
+                    generator.backend,
+                    kind.params_json,
+                    r[0],
+                    r[1],
+                    value,
+                    int(missing.lengths[r]),
+                    int(n),
+                    each,
+                    now,
+                    row_checksum(key, value),
+                )
+            )
         with sqlite_errors(self.path, f"storing {len(rows)} computed calls"), transaction(self._db):
             self._db.executemany(shard.INSERT, rows)
             self._leases.drop_in_transaction()
@@ -403,7 +418,9 @@ class GenerationStore:
     def _check_space(self, kind: _Kind, missing: list[Request]) -> None:
         """Stop before computing when the store's file system cannot hold the rows to be written."""
         params = len(kind.params_json)
-        need = sum(len(p.encode()) + len(t.encode()) + kind.value_bytes((p, t)) + params + ROW_OVERHEAD for p, t in missing)
+        need = sum(
+            len(p.encode()) + len(t.encode()) + kind.value_bytes((p, t)) + params + ROW_OVERHEAD for p, t in missing
+        )
         shard.check_free_space(self.root, kind.name, len(missing), need)
 
     # -- reporting and closing -----------------------------------------------------------------------
@@ -446,4 +463,3 @@ class GenerationStore:
     def __exit__(self, *exc: object) -> None:
         # Sealed even after an error: every committed batch is a finished, valid call.
         self.close()
-

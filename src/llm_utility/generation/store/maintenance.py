@@ -231,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver = sub.add_parser("verify", help="check every shard and row; exit status 1 if anything is bad")
     mig = sub.add_parser("migrate", help="rewrite schema-version-2 shards with checksums (when no job runs)")
     for p in (cmd, ver, mig):
-        p.add_argument("root", nargs="+", help="a model's store directory, e.g. resources/cache/generation/smollm2-135m")
+        p.add_argument(
+            "root", nargs="+", help="a model's store directory, e.g. resources/cache/generation/smollm2-135m"
+        )
     args = parser.parse_args(argv)
     status = 0
     try:
@@ -252,8 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         print(f"BAD  {report.path}: {report.problem}")
                     elif report.bad_keys:
                         status = 1
-                        print(f"BAD  {report.path}: {len(report.bad_keys)} of {report.rows} calls fail their checksum "
-                              f"(recomputed by the next run; `compact` drops them): {', '.join(report.bad_keys[:5])}")
+                        print(
+                            f"BAD  {report.path}: {len(report.bad_keys)} of {report.rows} calls fail their checksum "
+                            f"(recomputed by the next run; `compact` drops them): {', '.join(report.bad_keys[:5])}"
+                        )
                     elif report.state == "open (being written)":
                         print(f"LIVE {report.path}: being written by a running job, not checked")
                     else:

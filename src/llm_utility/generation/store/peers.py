@@ -58,7 +58,10 @@ def warn_bad_rows(path: Path, n: int) -> None:
     log.warning(
         "generation store file %s: %d stored call(s) fail their checksum (changed on disk) and are "
         "computed again; `%s verify %s` lists them, `compact` drops them",
-        path, n, MAINTENANCE, path.parent,
+        path,
+        n,
+        MAINTENANCE,
+        path.parent,
     )
 
 

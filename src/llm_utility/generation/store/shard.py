@@ -142,7 +142,9 @@ def sqlite_errors(path: Path, doing: str) -> Iterator[None]:
                 f"batch committed before is kept, and the next run resumes from it"
             ) from None
         if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
-            raise StoreError(f"generation store file {path} is corrupt ({err}) while {doing}: {recovery(path)}") from None
+            raise StoreError(
+                f"generation store file {path} is corrupt ({err}) while {doing}: {recovery(path)}"
+            ) from None
         if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM", "SQLITE_IOERR")):
             raise StoreError(
                 f"generation store file {path}: {doing} failed ({err}): check that its folder is writable and its "
