@@ -18,12 +18,12 @@ import copy
 
 import pytest
 import torch
-from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
-from tiny_models import write_tiny_model
 
 from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator
 from llm_utility.generation.cpu_arithmetic import Int8RowLinear, outlier_channels, quantize_linears, resolve_dtype
 from llm_utility.generation.generator import cut_answer
+from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
+from tiny_models import write_tiny_model
 
 PROMPTS = [
     "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",

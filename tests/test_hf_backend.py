@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from llm_utility.generation import load_generator, materialize, normalize_spec, read_manifest, strip_thinking
-from llm_utility.generation import PromptTooLongError, cut_answer
+from llm_utility.generation import (
+    PromptTooLongError,
+    cut_answer,
+    load_generator,
+    materialize,
+    normalize_spec,
+    strip_thinking,
+)
 from llm_utility.generation.generator import length_batches
 from llm_utility.weights import is_abandoned, work_folders
 
@@ -113,12 +119,10 @@ def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
 
 def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monkeypatch, tmp_path):
     import torch
-    from test_independent_checks import tiny_spec, write_tiny_llama
 
-    from llm_utility.generation import hf_backend, load_generator
+    from llm_utility.generation import cpu_arithmetic, load_generator
     from llm_utility.generation.store import generation_params
-
-    from llm_utility.generation import cpu_arithmetic
+    from test_independent_checks import tiny_spec, write_tiny_llama
 
     manifest = write_tiny_llama(tmp_path, "bos")
     keys = {}
