@@ -19,8 +19,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 
 from .cpu_arithmetic import (
     CALIBRATION_TEXT,
-    fix_step_rows,
     INT8_RECIPE,
+    fix_step_rows,
     output_vocabulary,
     quantize_linears,
     resolve_dtype,

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import AttentionInterface, DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.cache_utils import Cache, DynamicLayer
 
 # Keys and values of earlier prompts kept for their prefixes, per job (bytes).
 PREFIX_CACHE_BYTES = 1 << 30
