@@ -3,40 +3,8 @@
 # files its rule declares. Captions for `snakemake --report` live in report/<rule>.rst.
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-transfer_inputs = lambda wc: answers_inputs(
-    PLAN.transfer_figures[wc.figure]["datasets"],
-    lambda llm: ["human"]
-    + PLAN.gold_contexts(PLAN.transfer_figures[wc.figure]["candidates"]),
-)
-# Table 5: every thinking method and its counterpart, and the gold set (C), of each thinking pair.
-TABLE5_INPUTS = {
-    key: path
-    for d in DATASETS
-    for llm in PLAN.thinking_llms
-    for m in PLAN.table5_methods(d, llm)
-    for key, path in (
-        (
-            input_key("judgments", d, llm, m),
-            fill(JUDGMENTS, dataset=d, llm=llm, method=m),
-        ),
-        (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, candidates="C")),
-    )
-}
-
-
-# The explorer of one dataset: its candidates, each LLM's answers with no passage and with each
-# passage alone, gold sets, selections and rankings.
-explorer_inputs = lambda wc: {
-    "candidates": fill(CANDIDATES, dataset=wc.dataset),
-    **queries_inputs([wc.dataset]),
-    **answers_inputs([wc.dataset], lambda llm: ["none", "single"]),
-    **gold_inputs([wc.dataset]),
-    **keyed_per_llm(
-        "judgments", JUDGMENTS, [wc.dataset], lambda d, llm: JUDGE["methods"]
-    ),
-    **keyed_per_llm("rankings", RANKINGS, [wc.dataset], lambda d, llm: RANK["methods"]),
-}
+# Input functions are lambdas (`snakemake --lint` wants no `def` beside rules), each right above
+# the rule it serves.
 
 
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
@@ -122,6 +90,13 @@ rule figure_topk:
         "../workflow/scripts/figure_topk.py"
 
 
+transfer_inputs = lambda wc: answers_inputs(
+    PLAN.transfer_figures[wc.figure]["datasets"],
+    lambda llm: ["human"]
+    + PLAN.gold_contexts(PLAN.transfer_figures[wc.figure]["candidates"]),
+)
+
+
 rule figure_transfer:
     input:
         unpack(transfer_inputs),
@@ -146,7 +121,7 @@ rule figure_transfer:
 
 rule figure_overlap:
     input:
-        **gold_inputs(DATASETS, candidates=["U"]),
+        **gold_inputs(DATASETS, pools=["U"]),
         **queries_inputs(DATASETS),
     output:
         **figure_outputs("figure_overlap"),
@@ -228,6 +203,22 @@ rule table4:
         k=RANK["k"],
     script:
         "../workflow/scripts/table4.py"
+
+
+# Table 5: every thinking method and its counterpart, and the gold set (C), of each thinking pair.
+TABLE5_INPUTS = {
+    key: path
+    for d in DATASETS
+    for llm in PLAN.thinking_llms
+    for m in PLAN.table5_methods(d, llm)
+    for key, path in (
+        (
+            input_key("judgments", d, llm, m),
+            fill(JUDGMENTS, dataset=d, llm=llm, method=m),
+        ),
+        (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, pool="C")),
+    )
+}
 
 
 use rule table2 as table5 with:
@@ -320,6 +311,20 @@ rule figure_perplexity:
 
 
 # --- the examples behind the numbers ---------------------------------------------------------------
+# The explorer of one dataset: its candidates, each LLM's answers with no passage and with each
+# passage alone, gold sets, selections and rankings.
+explorer_inputs = lambda wc: {
+    "candidates": fill(CANDIDATES_TABLE, dataset=wc.dataset),
+    **queries_inputs([wc.dataset]),
+    **answers_inputs([wc.dataset], lambda llm: ["none", "single"]),
+    **gold_inputs([wc.dataset]),
+    **keyed_per_llm(
+        "judgments", JUDGMENTS, [wc.dataset], lambda d, llm: JUDGE["methods"]
+    ),
+    **keyed_per_llm("rankings", RANKINGS, [wc.dataset], lambda d, llm: RANK["methods"]),
+}
+
+
 rule explorer:
     input:
         unpack(explorer_inputs),

@@ -11,13 +11,8 @@ if any(r["gpu"] for r in config["retrievers"].values()):
     os.environ.setdefault("CONDA_OVERRIDE_CUDA", "12.8")
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-embedding_shards = lambda wc: expand(
-    EMBEDDINGS,
-    corpus=wc.corpus,
-    retriever=wc.retriever,
-    shard=range(retriever_cfg(wc)["shards"]),
-)
+# --- shared by the rules below (input functions are lambdas: `snakemake --lint` wants no `def`
+# beside rules; a rule's own sit right above it) ----------------------------------------------------
 # The index of the corpus of the dataset being retrieved for, by the retriever being run.
 index_of_run = lambda pattern: lambda wc: fill(
     pattern, corpus=corpus_of(wc), retriever=wc.retriever
@@ -59,9 +54,9 @@ rule encode_corpus_shard:
     output:
         embeddings=EMBEDDINGS,
     log:
-        "logs/encode_corpus_shard/{corpus}/{retriever}/{shard}.log",
+        "logs/encode_corpus_shard/{corpus}/{retriever}/{corpus_shard}.log",
     benchmark:
-        "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{shard}.tsv"
+        "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{corpus_shard}.tsv"
     wildcard_constraints:
         retriever=DENSE,
     conda:
@@ -75,6 +70,14 @@ rule encode_corpus_shard:
         n_shards=lambda wc: retriever_cfg(wc)["shards"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
+
+
+embedding_shards = lambda wc: expand(
+    EMBEDDINGS,
+    corpus=wc.corpus,
+    retriever=wc.retriever,
+    corpus_shard=range(retriever_cfg(wc)["shards"]),
+)
 
 
 rule build_index:
@@ -118,7 +121,7 @@ rule retrieve:
         "logs/retrieve/{dataset}/{retriever}.log",
     wildcard_constraints:
         retriever=DENSE,
-    priority: PRIORITY["retrieve"]
+    priority: RETRIEVE_PRIORITY
     conda:
         encoder_conda_env
     threads: 8
@@ -166,7 +169,7 @@ rule retrieve_bm25:
         "logs/retrieve_bm25/{dataset}/{retriever}.log",
     wildcard_constraints:
         retriever=LEXICAL,
-    priority: PRIORITY["retrieve"]
+    priority: RETRIEVE_PRIORITY
     conda:
         BASE_ENV
     resources:

@@ -14,7 +14,10 @@ from snakemake.utils import validate
 
 from llm_utility.workflow import Plan, check_config
 from llm_utility.workflow import estimates
-from llm_utility.workflow.parts import SHARDABLE_RULES, parse_part, part_bounds, part_name, part_names, query_part
+from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, QUERY_PART_RULES, all_parts, model_jobs
+from llm_utility.workflow.parts import (
+    job_wildcards, parse_part, part_bounds, part_dir, part_name, part_names, part_of_dir, query_part,
+)
 from workflow_runner import REPO
 
 
@@ -53,14 +56,25 @@ def test_part_names_and_errors():
         query_part(["a", "b", "c"], 1, 4, key="datasets.nq.shards")
 
 
+def test_a_part_s_folder_in_paths_and_wildcards():
+    """A model job's `part_dir` wildcard: its part's folder, empty for the whole dataset."""
+    assert part_dir("2-of-4") == "parts/2-of-4/" and part_dir(None) == ""
+    assert part_of_dir("parts/2-of-4/") == "2-of-4" and part_of_dir("") is None
+    with pytest.raises(ValueError, match="not a part folder"):
+        part_of_dir("2-of-4")
+    # As the plan lists jobs: the part by its name, nothing for the whole dataset.
+    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": "parts/1-of-2/"}) == {"dataset": "nq", "llm": "q", "part": "1-of-2"}
+    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": ""}) == {"dataset": "nq", "llm": "q"}
+
+
 def test_a_config_s_parts_and_part_jobs():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = 3
     plan = Plan(cfg)
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.unsharded_datasets("judge") == ["wf-single", "wf-claims"]
     assert plan.parts("wf-twohop", "judge") == ["1-of-3", "2-of-3", "3-of-3"] and plan.parts("wf-single", "judge") == []
-    unsharded = Plan(_config("config.yaml")).model_jobs()
-    jobs = plan.model_jobs()
+    unsharded = model_jobs(Plan(_config("config.yaml")))
+    jobs = model_jobs(plan)
     # Every job of the sharded dataset three times, one per part; the others as they were.
     twohop = [(r, wc) for r, wc in unsharded if wc.get("dataset") == "wf-twohop"]
     assert len(jobs) == len(unsharded) + 2 * len(twohop)
@@ -75,14 +89,14 @@ def test_shards_per_rule():
     cfg["datasets"]["wf-twohop"]["shards"] = {"default": 2, "judge": 4, "answer_run": 1}
     cfg["datasets"]["wf-single"]["shards"] = {"answer_gold": 3}  # default: 1
     plan = Plan(cfg)
-    assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates", "judge_part")] == [4, 1, 2, 4]
+    assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates")] == [4, 1, 2]
     assert [plan.shards("wf-single", r) for r in ("answer_gold", "answer_reask", "judge")] == [3, 1, 1]
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.sharded_datasets("answer_run") == []
     assert plan.sharded_datasets("answer_gold") == ["wf-single", "wf-twohop"]
     assert plan.unsharded_datasets("answer_gold") == ["wf-claims"]
-    assert plan.all_parts == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
-    base = Plan(_config("config.yaml")).model_jobs()
-    jobs = plan.model_jobs()
+    assert all_parts(plan) == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
+    base = model_jobs(Plan(_config("config.yaml")))
+    jobs = model_jobs(plan)
 
     def count(rule, dataset):
         return sum(1 for r, wc in jobs if r == rule and wc["dataset"] == dataset), sum(
@@ -93,7 +107,7 @@ def test_shards_per_rule():
     assert count("answer_candidates", "wf-twohop") == (2 * 2, 2) and count("judge", "wf-single") == (2, 2)
     assert count("answer_gold", "wf-single") == (3 * 2, 2) and count("answer_reask", "wf-single") == (2, 2)
     assert ("answer_run", {"dataset": "wf-twohop", "llm": "smollm2-135m", "run": "bm25"}) in jobs
-    assert plan.shards_key("wf-twohop", "judge_part") == "datasets.wf-twohop.shards.judge"
+    assert plan.shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards.judge"
     assert plan.shards_key("wf-twohop", "answer_gold") == "datasets.wf-twohop.shards.default"
     assert Plan(_config("config.yaml")).shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards"
     # An integer and a mapping of only a default are the same plan.
@@ -101,7 +115,7 @@ def test_shards_per_rule():
     cfg["datasets"]["wf-twohop"]["shards"] = 3
     other = _config("config.yaml")
     other["datasets"]["wf-single"]["shards"], other["datasets"]["wf-twohop"]["shards"] = 3, {"default": 3}
-    assert Plan(cfg).model_jobs() == Plan(other).model_jobs()
+    assert model_jobs(Plan(cfg)) == model_jobs(Plan(other))
 
 
 @pytest.mark.parametrize("shards, message", [
@@ -127,16 +141,17 @@ def test_the_schema_refuses_shards_that_are_not_counts(shards):
 
 
 def test_the_schema_names_every_shardable_rule():
-    """The schema's description lists the keys a shards mapping takes; the rules register exactly
-    these (rules/common.smk's `shardable` refuses others)."""
+    """The schema's description lists the keys a shards mapping takes: the model rules table's rules
+    that run in query parts; every model rule registers its files (rules/parts.smk:
+    `model_rule_files`, which refuses a rule missing from the table)."""
     schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
     description = schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"]
     keys = description.split("(keys: ")[1].split(";")[0].split(", ")
-    assert keys == ["default", *SHARDABLE_RULES]
+    assert keys == ["default", *QUERY_PART_RULES]
     registered = set()
     for path in (REPO / "rules").glob("*.smk"):
-        registered |= set(re.findall(r'shardable\(\s*"(\w+)"', path.read_text()))
-    assert registered == set(SHARDABLE_RULES)
+        registered |= set(re.findall(r'model_rule_files\(\s*"(\w+)"', path.read_text()))
+    assert registered == set(MODEL_RULE_NAMES)
 
 
 def test_more_shards_than_known_queries_is_a_config_error():
@@ -266,9 +281,9 @@ def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_p
     pl.DataFrame({"qid": [f"q{i}" for i in range(5)]}).write_parquet(queries)
 
     def job(part, shards):
-        wildcards = {"dataset": "d", **({"part": part} if part else {})}
+        wildcards = {"dataset": "d", "part_dir": part_dir(part)}
         return SimpleNamespace(
-            input=SimpleNamespace(queries=str(queries)), rule="judge_part" if part else "judge",
+            input=SimpleNamespace(queries=str(queries)), rule="judge",
             wildcards=SimpleNamespace(dataset="d", get=wildcards.get), config={"datasets": {"d": {"shards": shards}}},
         )
 

@@ -12,6 +12,7 @@ import yaml
 from snakemake.utils import validate
 
 from llm_utility.workflow import Plan, check_config
+from llm_utility.workflow.model_rules import model_jobs
 from llm_utility.workflow.plan import counterpart, paper_datasets_of
 from workflow_runner import REPO
 
@@ -85,11 +86,11 @@ def test_model_jobs_of_the_demo(demo):
     expected += [("answer_reask", wc) for wc in pairs]
     # The runs stage: every LLM answers with BM25's top-k (MiniLM's is the topk answer already).
     expected += [("answer_run", {**wc, "run": "bm25"}) for wc in pairs]
-    assert demo.model_jobs() == expected
+    assert model_jobs(demo) == expected
 
 
 def test_model_jobs_of_the_paper(paper):
-    jobs = paper.model_jobs()
+    jobs = model_jobs(paper)
     rules = [rule for rule, _ in jobs]
     # datasets x LLMs, each rule's jobs of a dataset once per query shard of that rule
     # (config/paper.yaml's shards: judge in 2 + 4 + 4 + 9 + 3 + 7 = 29 parts per LLM, ...).
@@ -107,7 +108,7 @@ def test_model_jobs_of_the_paper(paper):
 def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_without_rag_methods():
     cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think"], judgments__rag_methods=[], rankings__rag_methods=[])
     cfg["llms"]["gemma3-270m"]["can_think"] = True
-    rules = {rule for rule, _ in Plan(cfg).model_jobs()}
+    rules = {rule for rule, _ in model_jobs(Plan(cfg))}
     assert "judge_thinking" in rules and "answer_thinking" not in rules and "answer_judgments" not in rules
 
 
@@ -164,7 +165,7 @@ def test_reask_contexts_and_switch(demo, paper):
     ]
     off = Plan(_config("config.yaml", reask={"enabled": False}))
     assert off.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
-    assert "answer_reask" not in {rule for rule, _ in off.model_jobs()}
+    assert "answer_reask" not in {rule for rule, _ in model_jobs(off)}
 
 
 def test_figures_and_fallbacks():

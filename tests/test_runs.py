@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from llm_utility.report import runs as R
+from llm_utility.workflow.model_rules import model_jobs
 
 # --- BM25 -----------------------------------------------------------------------------------------
 
@@ -238,12 +239,12 @@ def test_plan_gives_every_dataset_its_retrievers_runs_and_run_files():
     assert plan.run_depth("wf-single", "minilm") == 5 and plan.run_depth("wf-single", "bm25") == 100
     assert plan.run_answer_context("wf-single", "minilm") == "topk"  # the topk answer, not a new call
     assert plan.run_answer_context("wf-single", "bm25") == "run_bm25"
-    jobs = [wc for name, wc in plan.model_jobs() if name == "answer_run"]
+    jobs = [wc for name, wc in model_jobs(plan) if name == "answer_run"]
     assert len(jobs) == 3 * 2 + 2 + 2  # bm25 on 3 datasets x 2 LLMs, mine and dropped on one dataset each
     assert "k1" not in plan.retriever_spec("minilm") and "model" not in plan.retriever_spec("bm25")
     cfg["runs"] = {"rag": False}
     validate(cfg, str(REPO / "config" / "schema.yaml"))
-    assert not Plan(cfg).run_rag and not [n for n, _ in Plan(cfg).model_jobs() if n == "answer_run"]
+    assert not Plan(cfg).run_rag and not [n for n, _ in model_jobs(Plan(cfg)) if n == "answer_run"]
     cfg["runs"] = {"retrievers": ["nope"]}
     validate(cfg, str(REPO / "config" / "schema.yaml"))
     with pytest.raises(ValueError, match=r"runs.retrievers: 'nope' is not in retrievers"):

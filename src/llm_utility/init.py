@@ -165,6 +165,7 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     """Per (rule, LLM) of the dataset: calls, prompt and output tokens, expected hours
     (``workflow.estimates``; None without the LLM's throughputs)."""
     from .workflow import estimates
+    from .workflow.model_rules import model_rule
     from .workflow.plan import Plan
 
     plan = Plan(full)
@@ -176,7 +177,7 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
             calls = estimates.rule_calls(plan, rule, llm)
         except ValueError:
             continue
-        n = judged if rule in ("judge", "judge_thinking", "answer_judgments", "answer_thinking") else queries
+        n = judged if model_rule(rule).judged_only else queries
         n = min(n, queries)
         seconds = estimates.expected_seconds(plan, rule, llm, n)
         rows.append({

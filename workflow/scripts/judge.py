@@ -43,7 +43,7 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         rankings_cfg=snakemake.params.rankings,
         max_queries=snakemake.params.max_queries,
         threads=snakemake.threads,
-        # A query shard's job (rule <name>_part) answers only its part's queries.
+        # A query part's job (its part_dir wildcard) judges only its part's queries.
         qids=job_part_queries(snakemake),
         log=log,
     )

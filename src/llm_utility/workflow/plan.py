@@ -24,11 +24,12 @@ from ..report.analysis import TABLE1_CONTEXTS
 from ..report.findings.framework import PAPER_DATASETS, REASK_PREFIX
 from ..retrieval.lexical import BACKEND as BM25
 from ..retrieval.lexical import spec_keys
-from .checks import BENCHMARK_SOURCES
 from .operational import LLM_OPERATIONAL_KEYS, OPERATIONAL_KEYS
-from .parts import SHARDABLE_RULES, part_names, shard_count, shards_key
+from .parts import part_names, shard_count, shards_key
 
 BM25_KEYS = spec_keys()
+# Dataset sources read from a publisher's benchmark file (their human passages are mapped onto a corpus).
+BENCHMARK_SOURCES = ("kilt", "2wiki", "msmarco-qa")
 # Table 8 compares these two selection methods when both are judged.
 KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
 # Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
@@ -162,17 +163,12 @@ class Plan:
         return part_names(self.shards(dataset, rule))
 
     def sharded_datasets(self, rule: str) -> list[str]:
-        """The datasets whose ``rule`` jobs run in parts (``<rule>_part``, gathered by ``<rule>_gather``)."""
+        """The datasets whose ``rule`` jobs run in query parts (gathered by ``<rule>_gather``)."""
         return [d for d in self.datasets if self.parts(d, rule)]
 
     def unsharded_datasets(self, rule: str) -> list[str]:
-        """The datasets whose ``rule`` job is one job per (dataset, LLM, ...): rule ``<rule>`` itself."""
+        """The datasets whose ``rule`` job is one job per (dataset, LLM, ...), with no query parts."""
         return [d for d in self.datasets if not self.parts(d, rule)]
-
-    @functools.cached_property
-    def all_parts(self) -> list[str]:
-        """Every part name of any rule and dataset (the ``part`` wildcard's constraint)."""
-        return sorted({p for d in self.datasets for r in SHARDABLE_RULES for p in self.parts(d, r)})
 
     def expected_queries(self, dataset: str) -> int | None:
         """The query count of ``dataset`` that runtime estimates assume: ``expected_queries``, else
@@ -353,8 +349,10 @@ class Plan:
 
     def findings_reask_contexts(self) -> list[str]:
         """The re-ask answers the re-ask twins read, for every LLM (the contract with the re-ask
-        stage: ``reask_<context>`` for none, human, topk, union and every LLM's gold sets C and U),
-        whether or not the stage runs (the findings rule reads only those that exist, then)."""
+        stage: ``reask_<context>`` for none, human, topk, union and every LLM's gold sets C and U);
+        none when the re-ask is off (the twins are then not run)."""
+        if not self.reask:
+            return []
         return [REASK_PREFIX + c for c in ["none", "human", "topk", "union", *self.gold_contexts("C"), *self.gold_contexts("U")]]
 
     # --- judgments ---------------------------------------------------------------------------------
@@ -489,31 +487,3 @@ class Plan:
             llm: {k: v for k, v in spec.items() if k not in LLM_OPERATIONAL_KEYS} for llm, spec in self.config["llms"].items()
         }
         return out
-
-    # --- model jobs ---------------------------------------------------------------------------------
-
-    def model_jobs(self) -> list[tuple[str, dict[str, str]]]:
-        """Every job that loads an LLM, as (rule, wildcards): the cost table's rows. A sharded
-        rule's jobs of a dataset come once per query shard of that rule, with a ``part`` wildcard
-        (rule ``<rule>_part``)."""
-        jobs: list[tuple[str, dict[str, str]]] = []
-        for rule, wc in self._model_jobs():
-            parts = self.parts(wc["dataset"], rule) if "dataset" in wc else []
-            jobs += [(rule, {**wc, "part": part}) for part in parts] if parts else [(rule, wc)]
-        return jobs
-
-    def _model_jobs(self) -> list[tuple[str, dict[str, str]]]:
-        pairs = [{"dataset": d, "llm": llm} for d in self.datasets for llm in self.llms]
-        thinking = [{"dataset": d, "llm": llm} for d, llm in self.thinking_pairs]
-        jobs: list[tuple[str, dict[str, str]]] = [("materialize_model", {"llm": llm}) for llm in self.llms]
-        for name in ("answer_candidates", "answer_gold", "judge"):
-            jobs += [(name, wc) for wc in pairs]
-        if any(selection_method(m).pseudo_context == "topk_think" for m in self.thinking_methods):
-            jobs += [("answer_thinking", wc) for wc in thinking]
-        jobs += [("judge_thinking", wc) for wc in thinking]
-        if self.judgments["rag_methods"] or self.rankings["rag_methods"]:
-            jobs += [("answer_judgments", wc) for wc in pairs]
-        if self.reask:
-            jobs += [("answer_reask", wc) for wc in pairs]
-        jobs += [("answer_run", wc) for wc in self.run_answer_jobs()]
-        return jobs
