@@ -1,5 +1,5 @@
-# What every stage shares: the environment jobs run in, the checked config and the workflow's plan
-# (llm_utility.workflow.plan), config access and the wildcard constraints. Every file pattern is in
+# What every stage shares: the environment jobs run in, the checked config and the plan of each
+# stage (data, model, report), config access and the wildcard constraints. Every file pattern is in
 # rules/paths.smk, what jobs ask a scheduler for in rules/resources.smk, the query parts of the model
 # jobs in rules/parts.smk; a stage's own input functions sit beside its rules.
 
@@ -9,20 +9,22 @@ import sys
 from pathlib import Path
 
 # Jobs import the llm_utility library from this checkout, also inside per-rule conda environments;
-# so does this file (the plan and the config checks are the library's).
+# so does this file (the plans and the config checks are the library's).
 _SRC = str(Path(workflow.basedir) / "src")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_SRC, os.environ.get("PYTHONPATH")) if p
 )
 sys.path.insert(0, _SRC)
 
+from llm_utility.report.plan import ReportPlan  # noqa: E402
 from llm_utility.workflow.canonical import canonicalize_config  # noqa: E402
 from llm_utility.workflow.checks import check_config  # noqa: E402
+from llm_utility.workflow.data_plan import DataPlan  # noqa: E402
 from llm_utility.workflow.estimates import shard_warnings  # noqa: E402
 from llm_utility.workflow.keys import input_key  # noqa: E402
+from llm_utility.workflow.model_plan import ModelPlan  # noqa: E402
 from llm_utility.workflow.model_rules import model_rule, all_parts  # noqa: E402
 from llm_utility.workflow.parts import part_dir  # noqa: E402
-from llm_utility.workflow.plan import Plan  # noqa: E402
 
 # HF_TOKEN (gated models) and HF_HOME (the hub cache) reach remote jobs. Snakemake requires declared
 # variables to exist, so unset ones get the hub's own defaults: no token ("" counts as none).
@@ -45,7 +47,7 @@ envvars:
 canonicalize_config(config)
 
 
-# --- the config check and the plan ----------------------------------------------------------------
+# --- the config check and the plans ---------------------------------------------------------------
 # What the schema cannot express stops the run here, naming the key; what is allowed but likely a
 # mistake (a model job expected to outlive the scheduler's limit) is a warning.
 check_config(config)
@@ -57,10 +59,15 @@ DROPPED_RUNS = {
     }
     for d in config["datasets"]
 }
-PLAN = Plan(config, dropped_runs=DROPPED_RUNS)
-for _warning in shard_warnings(PLAN):
+# What each stage makes, as names that the stages' files turn into paths. The data and retrieval
+# stages: llm_utility.workflow.data_plan; the model stages: model_plan (and the table of their rules,
+# model_rules); the tables, figures and findings: llm_utility.report.plan.
+DATA_PLAN = DataPlan(config, dropped_runs=DROPPED_RUNS)
+MODEL_PLAN = ModelPlan(DATA_PLAN)
+REPORT_PLAN = ReportPlan(MODEL_PLAN)
+for _warning in shard_warnings(MODEL_PLAN):
     print(_warning, file=sys.stderr)
-DATASETS, LLMS = PLAN.datasets, PLAN.llms
+DATASETS, LLMS = DATA_PLAN.datasets, MODEL_PLAN.llms
 JUDGE = config["judgments"]
 RANK = config["rankings"]
 
@@ -72,12 +79,12 @@ def dataset_cfg(wildcards):
 
 def dataset_spec(wildcards):
     """The dataset's entry as a job's param: without the keys that only schedule (shards)."""
-    return PLAN.dataset_spec(wildcards.dataset)
+    return DATA_PLAN.dataset_spec(wildcards.dataset)
 
 
 def llm_spec(wildcards):
     """The LLM's entry as a model job's `spec` param: without the runtime estimate's throughputs."""
-    return PLAN.llm_spec(wildcards.llm)
+    return MODEL_PLAN.llm_spec(wildcards.llm)
 
 
 def llm_cfg(wildcards):
@@ -105,12 +112,12 @@ def alternatives(names):
 wildcard_constraints:
     dataset=alternatives(DATASETS),
     llm=alternatives(LLMS),
-    corpus=alternatives(PLAN.corpora),
-    retriever=alternatives(PLAN.retrievers),
-    run=alternatives(sorted({r for d in DATASETS for r in PLAN.runs_of(d)})),
+    corpus=alternatives(DATA_PLAN.corpora),
+    retriever=alternatives(DATA_PLAN.retrievers),
+    run=alternatives(sorted({r for d in DATASETS for r in DATA_PLAN.runs_of(d)})),
     # C (the top-k candidates) or U (C and the human passages): a gold set's or a qrels' pool.
     pool="C|U",
     # One of a KILT corpus's corpora.<name>.shards chunks (data) and its embeddings (retrieval).
     corpus_shard=r"\d+",
     # A model job's query part folder (parts/2-of-4/, rules/parts.smk); empty for a whole dataset.
-    part_dir=f"(?:{alternatives([part_dir(p) for p in all_parts(PLAN)])})?",
+    part_dir=f"(?:{alternatives([part_dir(p) for p in all_parts(MODEL_PLAN)])})?",

@@ -75,7 +75,7 @@ rule chunk_corpus_shard:
     benchmark:
         "benchmarks/out/chunk_corpus_shard/{corpus}/{corpus_shard}.tsv"
     wildcard_constraints:
-        corpus=alternatives(PLAN.kilt_corpora),
+        corpus=alternatives(DATA_PLAN.kilt_corpora),
     conda:
         BASE_ENV
     resources:
@@ -96,8 +96,10 @@ corpus_inputs = lambda wc: (
             corpus_shard=range(config["corpora"][wc.corpus]["shards"]),
         )
     }
-    if wc.corpus in PLAN.kilt_corpora
-    else configured("corpora", wc.corpus, {"file": PLAN.corpus_file_key(wc.corpus)})
+    if wc.corpus in DATA_PLAN.kilt_corpora
+    else configured(
+        "corpora", wc.corpus, {"file": DATA_PLAN.corpus_file_key(wc.corpus)}
+    )
 )
 
 
@@ -129,7 +131,7 @@ rule corpus_spans:
     log:
         "logs/corpus_spans/{corpus}.log",
     wildcard_constraints:
-        corpus=alternatives(PLAN.kilt_corpora),
+        corpus=alternatives(DATA_PLAN.kilt_corpora),
     conda:
         BASE_ENV
     resources:
@@ -159,7 +161,7 @@ rule load_queries:
     log:
         "logs/load_queries/{dataset}.log",
     wildcard_constraints:
-        dataset=alternatives(PLAN.benchmarks),
+        dataset=alternatives(DATA_PLAN.benchmarks),
     conda:
         BASE_ENV
     resources:
@@ -186,14 +188,14 @@ rule extract_answers:
     benchmark:
         "benchmarks/out/extract_answers/{dataset}.tsv"
     wildcard_constraints:
-        dataset=alternatives(PLAN.msmarco_qa),
+        dataset=alternatives(DATA_PLAN.msmarco_qa),
     conda:
         lambda wc: llm_env(extractor_of(wc))
     threads: 8
     resources:
         **llm_resources(extractor_of),
     params:
-        spec=lambda wc: PLAN.llm_spec(extractor_of(wc)),
+        spec=lambda wc: MODEL_PLAN.llm_spec(extractor_of(wc)),
         extractor=extractor_of,
     script:
         "../workflow/scripts/extract_answers.py"
@@ -206,12 +208,12 @@ mapping_inputs = lambda wc: {
     "passages": passages_of_dataset(wc),
     **(
         {"spans": fill(CORPUS_SPANS, corpus=corpus_of(wc))}
-        if PLAN.mapping_rule(wc.dataset) == "span"
+        if DATA_PLAN.mapping_rule(wc.dataset) == "span"
         else {}
     ),
     **(
         configured("datasets", wc.dataset, {"knowledge_source": "knowledge_source"})
-        if PLAN.maps_provenance_by_text(wc.dataset)
+        if DATA_PLAN.maps_provenance_by_text(wc.dataset)
         else {}
     ),
 }
@@ -228,14 +230,14 @@ rule map_human_passages:
     benchmark:
         "benchmarks/out/map_human_passages/{dataset}.tsv"
     wildcard_constraints:
-        dataset=alternatives(PLAN.benchmarks),
+        dataset=alternatives(DATA_PLAN.benchmarks),
     conda:
         BASE_ENV
     resources:
         **RESOURCES["data"],
     params:
         corpus=corpus_of,
-        rule=lambda wc: PLAN.mapping_rule(wc.dataset),
+        rule=lambda wc: DATA_PLAN.mapping_rule(wc.dataset),
     script:
         "../workflow/scripts/map_human_passages.py"
 
@@ -247,13 +249,13 @@ prepare_queries_inputs = lambda wc: (
         "passages": passages_of_dataset(wc),
         **configured("datasets", wc.dataset, {"queries": "queries"}),
     }
-    if wc.dataset not in PLAN.benchmarks
+    if wc.dataset not in DATA_PLAN.benchmarks
     else {
         "source": fill(SOURCE_QUERIES, dataset=wc.dataset),
         "human": fill(HUMAN_PASSAGES, dataset=wc.dataset),
         **(
             {"short_answers": fill(SHORT_ANSWERS, dataset=wc.dataset)}
-            if wc.dataset in PLAN.msmarco_qa
+            if wc.dataset in DATA_PLAN.msmarco_qa
             else {}
         ),
     }

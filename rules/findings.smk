@@ -5,26 +5,27 @@
 # rule it serves.
 
 from llm_utility.workflow.model_rules import model_jobs
+from llm_utility.workflow.operational import results_config
 
 # Everything a finding reads: Table 1's, the transfer and the RAG-with-judgments answers, gold sets,
 # known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and,
 # where the plan has the re-ask stage (config reask.enabled), the re-ask answers
 # (answers/reask_<context>.parquet) of the re-ask twins.
 FINDINGS_INPUTS = {
-    **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
-    **answers_inputs(DATASETS, lambda llm: PLAN.findings_reask_contexts()),
+    **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.findings_contexts()),
+    **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.findings_reask_contexts()),
     **gold_inputs(DATASETS),
     **known_inputs(),
     **queries_inputs(DATASETS),
     **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
     **keyed_per_llm(
-        "judgments", JUDGMENTS, DATASETS, lambda d, llm: PLAN.judge_methods
+        "judgments", JUDGMENTS, DATASETS, lambda d, llm: MODEL_PLAN.judge_methods
     ),
     **keyed_per_llm(
-        "rankings", RANKINGS, DATASETS, lambda d, llm: PLAN.findings_rankings()
+        "rankings", RANKINGS, DATASETS, lambda d, llm: REPORT_PLAN.findings_rankings()
     ),
     # The qrels at work (rules/runs.smk): only where runs are answered with.
-    **({"run_pairs": RUN_PAIRS} if PLAN.run_rag else {}),
+    **({"run_pairs": RUN_PAIRS} if DATA_PLAN.run_rag else {}),
 }
 
 
@@ -54,19 +55,24 @@ rule findings:
         BASE_ENV
     params:
         llms=LLMS,
-        families=PLAN.families(),
+        families=REPORT_PLAN.families(),
         k=RANK["k"],
-        resampling={**PLAN.bootstrap(), "min_queries": config["report"]["min_queries"]},
-        paper_datasets=PLAN.paper_datasets,
-        claim_scope=PLAN.claim_scope(),
-        figure9_method=PLAN.figure9_method,
+        resampling={
+            **REPORT_PLAN.bootstrap(),
+            "min_queries": config["report"]["min_queries"],
+        },
+        paper_datasets=REPORT_PLAN.paper_datasets,
+        claim_scope=REPORT_PLAN.claim_scope(),
+        figure9_method=REPORT_PLAN.figure9_method,
         rag_top=RANK["rag_top"],
     script:
         "../workflow/scripts/findings.py"
 
 
 transfer_unknown_inputs = lambda wc: {
-    **answers_inputs(DATASETS, lambda llm: ["human"] + PLAN.gold_contexts(wc.pool)),
+    **answers_inputs(
+        DATASETS, lambda llm: ["human"] + MODEL_PLAN.gold_contexts(wc.pool)
+    ),
     **known_inputs(),
 }
 
@@ -112,7 +118,7 @@ filled = lambda pattern, wc: (
 
 
 MODEL_JOB_OUTPUTS = [
-    filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in model_jobs(PLAN)
+    filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in model_jobs(MODEL_PLAN)
 ]
 
 
@@ -125,7 +131,7 @@ MODEL_JOB_RECORDS = [
         "log": filled(getattr(rules, name).log[0], wc),
         "benchmark": filled(getattr(rules, name).benchmark, wc),
     }
-    for name, wc in model_jobs(PLAN)
+    for name, wc in model_jobs(MODEL_PLAN)
 ]
 
 
@@ -162,6 +168,6 @@ rule config_report:
     conda:
         BASE_ENV
     params:
-        config=PLAN.results_config(),
+        config=results_config(config),
     script:
         "../workflow/scripts/config_report.py"

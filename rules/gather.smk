@@ -10,10 +10,10 @@
 gather_inputs = lambda rule, outputs: lambda wc: {
     f"{part}/{key}": fill(pattern, part_dir=part_dir(part), **dict(wc.items()))
     for key, pattern in outputs.items()
-    for part in PLAN.parts(wc.dataset, rule)
+    for part in MODEL_PLAN.parts(wc.dataset, rule)
 }
 # A rule's parts of a dataset (a factory: a lambda in the loop below would see only the last rule).
-parts_of = lambda rule: lambda wc: PLAN.parts(wc.dataset, rule)
+parts_of = lambda rule: lambda wc: MODEL_PLAN.parts(wc.dataset, rule)
 
 
 # --- rules ----------------------------------------------------------------------------------------

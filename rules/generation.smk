@@ -112,11 +112,11 @@ rule answer_candidates:
 GOLD_TABLES = {
     context: fill(GOLD, llm=source, pool=pool)
     for pool in ("C", "U")
-    for context, source in PLAN.gold_sources(pool).items()
+    for context, source in MODEL_PLAN.gold_sources(pool).items()
 }
 ANSWER_GOLD = model_rule_files(
     "answer_gold",
-    output=answers_named(PLAN.gold_contexts("C") + PLAN.gold_contexts("U")),
+    output=answers_named(MODEL_PLAN.gold_contexts("C") + MODEL_PLAN.gold_contexts("U")),
     log="logs/answer_gold/{dataset}/{llm}.log",
     benchmark="benchmarks/out/answer_gold/{dataset}/{llm}.tsv",
 )
@@ -143,15 +143,15 @@ use rule answer_candidates as answer_gold with:
 # sets (as answer_gold does) and feeds only Table 1 and the findings, so it runs last among the
 # model jobs (lowest priority) and fills the cores the judge chain leaves free; it shares no prompt
 # with the other jobs, so it waits for none of them.
-if PLAN.reask:
+if MODEL_PLAN.reask:
     # The re-asked gold sets: every LLM's gold set among C and U, named by its re-ask context.
     REASK_GOLD_TABLES = {
         context: fill(GOLD, llm=source, pool=pool)
-        for context, (source, pool) in PLAN.reask_gold_sources().items()
+        for context, (source, pool) in MODEL_PLAN.reask_gold_sources().items()
     }
     ANSWER_REASK = model_rule_files(
         "answer_reask",
-        output=answers_named(PLAN.reask_contexts()),
+        output=answers_named(MODEL_PLAN.reask_contexts()),
         log="logs/answer_reask/{dataset}/{llm}.log",
         benchmark="benchmarks/out/answer_reask/{dataset}/{llm}.tsv",
     )

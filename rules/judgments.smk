@@ -39,18 +39,20 @@ use rule answer_candidates as answer_thinking with:
     resources:
         **model_resources("answer_thinking"),
     params:
-        spec=lambda wc: PLAN.thinking_answer_spec(wc.llm),
+        spec=lambda wc: MODEL_PLAN.thinking_answer_spec(wc.llm),
         synonyms=config["verdict_synonyms"],
 
 
 # The pseudo-answers some methods need, named by their answer context (topk, topk_think).
-judge_inputs = lambda methods: answers_named(PLAN.pseudo_contexts(methods))
+judge_inputs = lambda methods: answers_named(MODEL_PLAN.pseudo_contexts(methods))
 
 
 # Selections with every configured method, the LLM's utility rankings and its perplexities.
 JUDGE_FILES = model_rule_files(
     "judge",
-    output=judge_outputs(PLAN.judge_methods, PLAN.model_rankings, perplexity=True),
+    output=judge_outputs(
+        MODEL_PLAN.judge_methods, MODEL_PLAN.model_rankings, perplexity=True
+    ),
     log="logs/judge/{dataset}/{llm}.log",
     benchmark="benchmarks/out/judge/{dataset}/{llm}.tsv",
 )
@@ -58,7 +60,7 @@ JUDGE_FILES = model_rule_files(
 
 rule judge:
     input:
-        unpack(lambda wc: judge_inputs(PLAN.judge_methods)),
+        unpack(lambda wc: judge_inputs(MODEL_PLAN.judge_methods)),
         **MODEL_JOB_INPUTS,
         topk=fill(ANSWERS, context="topk"),
         gold_U=fill(GOLD, pool="U"),
@@ -76,7 +78,7 @@ rule judge:
         **model_resources("judge"),
     params:
         spec=llm_spec,
-        max_new_tokens=PLAN.judge_max_new_tokens(),
+        max_new_tokens=MODEL_PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
     script:
@@ -86,7 +88,7 @@ rule judge:
 # The selections with thinking on (Table 5), for models with a thinking switch.
 JUDGE_THINKING = model_rule_files(
     "judge_thinking",
-    output=judge_outputs(PLAN.thinking_methods),
+    output=judge_outputs(MODEL_PLAN.thinking_methods),
     log="logs/judge_thinking/{dataset}/{llm}.log",
     benchmark="benchmarks/out/judge_thinking/{dataset}/{llm}.tsv",
 )
@@ -94,7 +96,7 @@ JUDGE_THINKING = model_rule_files(
 
 use rule judge as judge_thinking with:
     input:
-        unpack(lambda wc: judge_inputs(PLAN.thinking_methods)),
+        unpack(lambda wc: judge_inputs(MODEL_PLAN.thinking_methods)),
         **MODEL_JOB_INPUTS,
     output:
         **JUDGE_THINKING["output"],
@@ -106,8 +108,8 @@ use rule judge as judge_thinking with:
     resources:
         **model_resources("judge_thinking"),
     params:
-        spec=lambda wc: PLAN.thinking_spec(wc.llm),
-        max_new_tokens=PLAN.judge_max_new_tokens(),
+        spec=lambda wc: MODEL_PLAN.thinking_spec(wc.llm),
+        max_new_tokens=MODEL_PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
 
@@ -136,13 +138,13 @@ rule rank_retriever:
 # rankings behind the reranked_* ones, named by context.
 SELECTION_TABLES = {
     context: fill(JUDGMENTS, llm=source, method=method)
-    for context, (source, method) in PLAN.selection_sources().items()
+    for context, (source, method) in MODEL_PLAN.selection_sources().items()
 }
 
 
 RERANKED_TABLES = {
     context: fill(RANKINGS, method=method)
-    for context, method in PLAN.reranked_sources().items()
+    for context, method in MODEL_PLAN.reranked_sources().items()
 }
 
 
@@ -151,7 +153,9 @@ RERANKED_TABLES = {
 # no-passage call, a one-passage one a single call: the store serves both.
 ANSWER_JUDGMENTS = model_rule_files(
     "answer_judgments",
-    output=answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
+    output=answers_named(
+        MODEL_PLAN.selected_contexts() + MODEL_PLAN.reranked_contexts()
+    ),
     log="logs/answer_judgments/{dataset}/{llm}.log",
     benchmark="benchmarks/out/answer_judgments/{dataset}/{llm}.tsv",
 )

@@ -42,4 +42,4 @@ def model_rule_files(name, output, log, benchmark):
 
 def sharded(rule):
     """The datasets where ``rule`` runs in query parts (a constraint)."""
-    return alternatives(PLAN.sharded_datasets(rule))
+    return alternatives(MODEL_PLAN.sharded_datasets(rule))

@@ -170,13 +170,13 @@ def final_targets():
     tables = [
         fill(TABLE, name=name, ext="md")
         for rule, name in TABLE_NAMES.items()
-        if rule != "qrels_agreement" or PLAN.run_rag
+        if rule != "qrels_agreement" or DATA_PLAN.run_rag
     ]
     figures = [
         fill(FIGURE, name=name, ext="png")
         for name in [
             FIGURE_NAMES["figure_topk"],
-            *PLAN.transfer_figures,
+            *REPORT_PLAN.transfer_figures,
             FIGURE_NAMES["figure_overlap"],
             FIGURE_NAMES["figure_perplexity"],
             FIGURE_NAMES["figure_selection_transfer"],

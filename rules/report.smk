@@ -12,7 +12,8 @@ rule table1:
     input:
         **answers_inputs(
             DATASETS,
-            lambda llm: PLAN.table1_contexts(llm) + PLAN.table1_reask_contexts(llm),
+            lambda llm: REPORT_PLAN.table1_contexts(llm)
+            + REPORT_PLAN.table1_reask_contexts(llm),
         ),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
@@ -26,8 +27,8 @@ rule table1:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
-        reask=PLAN.reask,
+        intervals=REPORT_PLAN.intervals(),
+        reask=MODEL_PLAN.reask,
     script:
         "../workflow/scripts/table1.py"
 
@@ -35,7 +36,7 @@ rule table1:
 # Beside Table 1: how often each model said nothing, per context (a silent model must be visible).
 rule empty_answers:
     input:
-        **answers_inputs(DATASETS, PLAN.empty_answers_contexts),
+        **answers_inputs(DATASETS, REPORT_PLAN.empty_answers_contexts),
     output:
         **table_outputs("empty_answers", formats=("csv", "md")),
     log:
@@ -53,8 +54,8 @@ rule empty_answers:
 rule table6:
     input:
         queries=expand(QUERIES, dataset=DATASETS),
-        passages=[fill(PASSAGES, corpus=PLAN.corpus_of(d)) for d in DATASETS],
-        coverage=expand(HUMAN_COVERAGE, dataset=PLAN.benchmarks),
+        passages=[fill(PASSAGES, corpus=DATA_PLAN.corpus_of(d)) for d in DATASETS],
+        coverage=expand(HUMAN_COVERAGE, dataset=DATA_PLAN.benchmarks),
     output:
         **table_outputs("table6"),
     log:
@@ -66,8 +67,8 @@ rule table6:
         **LIGHT,
     params:
         datasets=DATASETS,
-        corpora=[PLAN.corpus_of(d) for d in DATASETS],
-        with_coverage=PLAN.benchmarks,
+        corpora=[DATA_PLAN.corpus_of(d) for d in DATASETS],
+        with_coverage=DATA_PLAN.benchmarks,
     script:
         "../workflow/scripts/table6.py"
 
@@ -91,9 +92,9 @@ rule figure_topk:
 
 
 transfer_inputs = lambda wc: answers_inputs(
-    PLAN.transfer_figures[wc.figure]["datasets"],
+    REPORT_PLAN.transfer_figures[wc.figure]["datasets"],
     lambda llm: ["human"]
-    + PLAN.gold_contexts(PLAN.transfer_figures[wc.figure]["candidates"]),
+    + MODEL_PLAN.gold_contexts(REPORT_PLAN.transfer_figures[wc.figure]["candidates"]),
 )
 
 
@@ -105,14 +106,14 @@ rule figure_transfer:
     log:
         "logs/figure_transfer/{figure}.log",
     wildcard_constraints:
-        figure=alternatives(PLAN.transfer_figures),
+        figure=alternatives(REPORT_PLAN.transfer_figures),
     localrule: True
     conda:
         BASE_ENV
     resources:
         **LIGHT,
     params:
-        candidates=lambda wc: PLAN.transfer_figures[wc.figure]["candidates"],
+        candidates=lambda wc: REPORT_PLAN.transfer_figures[wc.figure]["candidates"],
         llms=LLMS,
         style=config["figures"],
     script:
@@ -156,7 +157,7 @@ rule table2:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note="",
     script:
         "../workflow/scripts/selection_table.py"
@@ -164,7 +165,7 @@ rule table2:
 
 rule table3:
     input:
-        **answers_inputs(DATASETS, PLAN.table3_contexts),
+        **answers_inputs(DATASETS, REPORT_PLAN.table3_contexts),
         **known_inputs(),
         # The selections behind the selected_* rows, for their genuine/unparsed/echo shares.
         **keyed_per_llm(
@@ -180,7 +181,7 @@ rule table3:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
     script:
         "../workflow/scripts/rag_table.py"
 
@@ -199,7 +200,7 @@ rule table4:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         k=RANK["k"],
     script:
         "../workflow/scripts/table4.py"
@@ -209,8 +210,8 @@ rule table4:
 TABLE5_INPUTS = {
     key: path
     for d in DATASETS
-    for llm in PLAN.thinking_llms
-    for m in PLAN.table5_methods(d, llm)
+    for llm in MODEL_PLAN.thinking_llms
+    for m in REPORT_PLAN.table5_methods(d, llm)
     for key, path in (
         (
             input_key("judgments", d, llm, m),
@@ -229,17 +230,17 @@ use rule table2 as table5 with:
     log:
         "logs/table5.log",
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note=(
             ""
-            if PLAN.thinking_llms
+            if MODEL_PLAN.thinking_llms
             else "No configured LLM has a thinking switch (llms.<name>.can_think): nothing to compare."
         ),
 
 
 use rule table3 as table7 with:
     input:
-        **answers_inputs(DATASETS, lambda llm: PLAN.table7_contexts()),
+        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.table7_contexts()),
         **known_inputs(),
     output:
         **table_outputs("table7"),
@@ -253,7 +254,7 @@ use rule table2 as table8 with:
             "judgments",
             JUDGMENTS,
             DATASETS,
-            lambda d, llm: PLAN.known_rejection_methods,
+            lambda d, llm: REPORT_PLAN.known_rejection_methods,
         ),
         **gold_C_inputs(),
         **known_inputs(),
@@ -262,17 +263,17 @@ use rule table2 as table8 with:
     log:
         "logs/table8.log",
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note=(
             ""
-            if PLAN.known_rejection_methods
+            if REPORT_PLAN.known_rejection_methods
             else "Known-rejection needs listwise_pa and listwise_pa_reject in judgments.methods."
         ),
 
 
 rule figure_selection_transfer:
     input:
-        **answers_inputs(DATASETS, lambda llm: PLAN.figure9_contexts()),
+        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.figure9_contexts()),
     output:
         **figure_outputs("figure_selection_transfer"),
     log:
@@ -284,7 +285,7 @@ rule figure_selection_transfer:
         **LIGHT,
     params:
         llms=LLMS,
-        method=PLAN.figure9_method,
+        method=REPORT_PLAN.figure9_method,
         style=config["figures"],
     script:
         "../workflow/scripts/figure_selection_transfer.py"

@@ -50,7 +50,7 @@ def model_resources(rule):
     model_rule(rule)  # a model rule must have a row in the table
     return llm_resources(
         lambda wc: wc.llm,
-        estimate=lambda wc: runtime_minutes(PLAN, rule, job_wildcards(wc)),
+        estimate=lambda wc: runtime_minutes(MODEL_PLAN, rule, job_wildcards(wc)),
     )
 
 

@@ -17,8 +17,8 @@ if any(r["gpu"] for r in config["retrievers"].values()):
 index_of_run = lambda pattern: lambda wc: fill(
     pattern, corpus=corpus_of(wc), retriever=wc.retriever
 )
-DENSE = alternatives(PLAN.dense_retrievers)
-LEXICAL = alternatives(PLAN.bm25_retrievers)
+DENSE = alternatives(DATA_PLAN.dense_retrievers)
+LEXICAL = alternatives(DATA_PLAN.bm25_retrievers)
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -41,7 +41,7 @@ rule materialize_retriever:
     resources:
         **RESOURCES["download"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         weights_dir=lambda wc: weights_dir(RETRIEVER_WEIGHTS, retriever=wc.retriever),
     script:
         "../workflow/scripts/materialize_retriever.py"
@@ -66,7 +66,7 @@ rule encode_corpus_shard:
         **RESOURCES["encode"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
+        encoder=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         n_shards=lambda wc: retriever_cfg(wc)["shards"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
@@ -129,9 +129,9 @@ rule retrieve:
         **RESOURCES["retrieve"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
+        encoder=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         # The dataset's own retriever to the top-k (the candidates C); another to runs.depth.
-        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
+        depth=lambda wc: DATA_PLAN.run_depth(wc.dataset, wc.retriever),
     script:
         "../workflow/scripts/retrieve.py"
 
@@ -153,7 +153,7 @@ rule bm25_index:
     resources:
         **RESOURCES["bm25"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
     script:
         "../workflow/scripts/bm25_index.py"
 
@@ -175,8 +175,8 @@ rule retrieve_bm25:
     resources:
         **RESOURCES["retrieve"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
-        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
+        depth=lambda wc: DATA_PLAN.run_depth(wc.dataset, wc.retriever),
     script:
         "../workflow/scripts/retrieve_bm25.py"
 
@@ -188,7 +188,7 @@ rule retrieval_table:
         **{
             input_key("runs", d, run): fill(RUN_TOPK, dataset=d, run=run)
             for d in DATASETS
-            for run in PLAN.runs_of(d)
+            for run in DATA_PLAN.runs_of(d)
         },
     output:
         **table_outputs("retrieval_table", formats=("csv", "md")),
@@ -200,6 +200,6 @@ rule retrieval_table:
         **LIGHT,
     params:
         top_k=config["top_k"],
-        pool_runs={d: PLAN.pool_retriever(d) for d in DATASETS},
+        pool_runs={d: DATA_PLAN.pool_retriever(d) for d in DATASETS},
     script:
         "../workflow/scripts/retrieval_table.py"

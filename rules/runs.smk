@@ -8,14 +8,14 @@
 # beside rules; a rule's own sit right above it) ----------------------------------------------------
 # A run's file: a retriever's run table, or the TREC run file named in config (or dropped in).
 run_file = lambda dataset, run: (
-    fill(RUN, dataset=dataset, retriever=PLAN.runs_of(dataset)[run][1])
-    if PLAN.runs_of(dataset)[run][0] == "retriever"
-    else PLAN.runs_of(dataset)[run][1]
+    fill(RUN, dataset=dataset, retriever=DATA_PLAN.runs_of(dataset)[run][1])
+    if DATA_PLAN.runs_of(dataset)[run][0] == "retriever"
+    else DATA_PLAN.runs_of(dataset)[run][1]
 )
 RUN_FILES = {
     input_key("runs", d, run): run_file(d, run)
     for d in DATASETS
-    for run in PLAN.runs_of(d)
+    for run in DATA_PLAN.runs_of(d)
 }
 QRELS_INPUTS = {
     input_key("qrels", d, llm, pool): fill(QRELS, dataset=d, llm=llm, pool=pool)
@@ -98,8 +98,8 @@ rule external_runs:
         **LIGHT,
     params:
         k=config["top_k"],
-        pool_runs={d: PLAN.pool_retriever(d) for d in DATASETS},
-        intervals=PLAN.intervals(),
+        pool_runs={d: DATA_PLAN.pool_retriever(d) for d in DATASETS},
+        intervals=REPORT_PLAN.intervals(),
         style=config["figures"],
     script:
         "../workflow/scripts/external_runs.py"
@@ -108,11 +108,11 @@ rule external_runs:
 # The LLM's answers with each run's top-k: the configured retriever's is the topk answer itself.
 RUN_ANSWERS = {
     input_key("answers", d, llm, run): fill(
-        ANSWERS, dataset=d, llm=llm, context=PLAN.run_answer_context(d, run)
+        ANSWERS, dataset=d, llm=llm, context=MODEL_PLAN.run_answer_context(d, run)
     )
     for d in DATASETS
     for llm in LLMS
-    for run in PLAN.runs_of(d)
+    for run in DATA_PLAN.runs_of(d)
 }
 
 
@@ -137,6 +137,6 @@ rule qrels_agreement:
         **LIGHT,
     params:
         k=config["top_k"],
-        bootstrap=PLAN.bootstrap(),
+        bootstrap=REPORT_PLAN.bootstrap(),
     script:
         "../workflow/scripts/qrels_agreement.py"

@@ -166,10 +166,11 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     (``workflow.estimates``; None without the LLM's throughputs)."""
     from .workflow import estimates
     from .workflow.model_rules import model_rule
-    from .workflow.plan import Plan
+    from .workflow.data_plan import DataPlan
+    from .workflow.model_plan import ModelPlan
 
-    plan = Plan(full)
-    queries = plan.expected_queries(name)
+    plan = ModelPlan(DataPlan(full))
+    queries = plan.data.expected_queries(name)
     judged = full["judgments"].get("max_queries") or queries
     rows = []
     for rule, llm in estimates._dataset_rules(plan, name):
@@ -193,9 +194,10 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
 def query_shards(full: Mapping[str, Any], name: str) -> dict[str, int]:
     """The query shards each model rule needs to fit resources.max_job_hours (``estimates``)."""
     from .workflow import estimates
-    from .workflow.plan import Plan
+    from .workflow.data_plan import DataPlan
+    from .workflow.model_plan import ModelPlan
 
-    plan = Plan(full)
+    plan = ModelPlan(DataPlan(full))
     needed = {}
     for rule in estimates.rules_of(plan, name):
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..method.judgments import JudgmentMethod, selection_method
-from .plan import Plan
+from .model_plan import ModelPlan
 
 # Tokens of each kind of prompt besides its passages, and per passage besides the passage's own
 # tokens, as benchmarks/prompt_tokens.py counts them with SmolLM2's tokenizer (config/prompts.yaml,
@@ -44,26 +44,26 @@ class Calls:
 
 # A rule's estimator: (plan, llm) -> the calls per query of one of its jobs for that LLM (any
 # dataset: they do not depend on it).
-CallsOf = Callable[[Plan, str], list[Calls]]
+CallsOf = Callable[[ModelPlan, str], list[Calls]]
 
 
-def _sizes(plan: Plan) -> dict[str, float]:
+def _sizes(plan: ModelPlan) -> dict[str, float]:
     est = plan.config["resources"]["estimate"]
     return {k: float(est[k]) for k in ("passage_tokens", "human_passages", "gold_passages", "answer_tokens")}
 
 
-def answer_prompt_tokens(plan: Plan, passages: float) -> float:
+def answer_prompt_tokens(plan: ModelPlan, passages: float) -> float:
     """An answer prompt with ``passages`` passages."""
     return ANSWER_BASE + passages * (_sizes(plan)["passage_tokens"] + ANSWER_PER_PASSAGE)
 
 
-def _answer(plan: Plan, llm: str, what: str, per_query: float, passages: float, out: float | None = None) -> Calls:
+def _answer(plan: ModelPlan, llm: str, what: str, per_query: float, passages: float, out: float | None = None) -> Calls:
     """``per_query`` answers with ``passages`` passages each, output at ``out`` (the LLM's cap)."""
     cap = plan.config["llms"][llm]["max_new_tokens"] if out is None else out
     return Calls(what, per_query, answer_prompt_tokens(plan, passages), cap)
 
 
-def _judgment_calls(plan: Plan, methods: list[str], cap_of: Callable[[JudgmentMethod], float]) -> list[Calls]:
+def _judgment_calls(plan: ModelPlan, methods: list[str], cap_of: Callable[[JudgmentMethod], float]) -> list[Calls]:
     s, k = _sizes(plan), plan.config["top_k"]
     calls = []
     for name in methods:
@@ -72,11 +72,12 @@ def _judgment_calls(plan: Plan, methods: list[str], cap_of: Callable[[JudgmentMe
         if m.form == "pointwise":
             calls.append(Calls(name, k, POINTWISE_BASE + s["passage_tokens"] + pa, cap_of(m)))
         else:
-            calls.append(Calls(name, 1, LISTWISE_BASE + k * (s["passage_tokens"] + LISTWISE_PER_PASSAGE) + pa, cap_of(m)))
+            prompt = LISTWISE_BASE + k * (s["passage_tokens"] + LISTWISE_PER_PASSAGE) + pa
+            calls.append(Calls(name, 1, prompt, cap_of(m)))
     return calls
 
 
-def answer_candidates(plan: Plan, llm: str) -> list[Calls]:
+def answer_candidates(plan: ModelPlan, llm: str) -> list[Calls]:
     """none, one call per passage of U (C and the human passages not in it: at most k + h), top-k,
     union, human."""
     s, k = _sizes(plan), plan.config["top_k"]
@@ -85,12 +86,12 @@ def answer_candidates(plan: Plan, llm: str) -> list[Calls]:
             _answer(plan, llm, "union", 1, k + h), _answer(plan, llm, "human", 1, h)]
 
 
-def answer_gold(plan: Plan, llm: str) -> list[Calls]:
+def answer_gold(plan: ModelPlan, llm: str) -> list[Calls]:
     """Every LLM's gold set among C and among U."""
     return [_answer(plan, llm, "gold", 2 * len(plan.llms), _sizes(plan)["gold_passages"])]
 
 
-def answer_reask(plan: Plan, llm: str) -> list[Calls]:
+def answer_reask(plan: ModelPlan, llm: str) -> list[Calls]:
     s, k = _sizes(plan), plan.config["top_k"]
     h = s["human_passages"]
     return [_answer(plan, llm, "reask_none", 1, 0), _answer(plan, llm, "reask_human", 1, h),
@@ -98,31 +99,30 @@ def answer_reask(plan: Plan, llm: str) -> list[Calls]:
             _answer(plan, llm, "reask_gold", 2 * len(plan.llms), s["gold_passages"])]
 
 
-def answer_thinking(plan: Plan, llm: str) -> list[Calls]:
+def answer_thinking(plan: ModelPlan, llm: str) -> list[Calls]:
     return [_answer(plan, llm, "topk_think", 1, plan.config["top_k"], plan.judgments["thinking_max_new_tokens"])]
 
 
-def answer_judgments(plan: Plan, llm: str) -> list[Calls]:
-    return [_answer(plan, llm, "selected", len(plan.judgments["rag_methods"]) * len(plan.llms), _sizes(plan)["gold_passages"]),
+def answer_judgments(plan: ModelPlan, llm: str) -> list[Calls]:
+    selections = len(plan.judgments["rag_methods"]) * len(plan.llms)  # every LLM's, with every rag method
+    return [_answer(plan, llm, "selected", selections, _sizes(plan)["gold_passages"]),
             _answer(plan, llm, "reranked", len(plan.rankings["rag_methods"]), plan.rankings["rag_top"])]
 
 
-def answer_run(plan: Plan, llm: str) -> list[Calls]:
+def answer_run(plan: ModelPlan, llm: str) -> list[Calls]:
     return [_answer(plan, llm, "run", 1, plan.config["top_k"])]
 
 
-def judge_thinking(plan: Plan, llm: str) -> list[Calls]:
+def judge_thinking(plan: ModelPlan, llm: str) -> list[Calls]:
     return _judgment_calls(plan, plan.thinking_methods, lambda m: plan.judgments["thinking_max_new_tokens"])
 
 
-def judge(plan: Plan, llm: str) -> list[Calls]:
+def judge(plan: ModelPlan, llm: str) -> list[Calls]:
     """Every judgment method, every ranking an LLM makes, and each human passage's perplexity."""
     s, k, a = _sizes(plan), plan.config["top_k"], _sizes(plan)["answer_tokens"]
     judge_cfg = plan.judgments
-    calls = _judgment_calls(
-        plan, plan.judge_methods,
-        lambda m: judge_cfg["pointwise_max_new_tokens"] if m.form == "pointwise" else judge_cfg["listwise_max_new_tokens"],
-    )
+    caps = {"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"]}
+    calls = _judgment_calls(plan, plan.judge_methods, lambda m: caps["pointwise" if m.form == "pointwise" else "listwise"])
     for name in plan.model_rankings:
         if name in ("listwise", "listwise_pa"):
             pa = a if name == "listwise_pa" else 0.0

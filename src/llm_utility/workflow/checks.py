@@ -9,8 +9,8 @@ from typing import Any
 
 from ..generation.specs import normalize_spec
 from ..method.judgments import selection_method
+from .data_plan import BENCHMARK_SOURCES
 from .model_rules import QUERY_PART_RULES
-from .plan import BENCHMARK_SOURCES, Plan
 
 # Directory names under results/ that a dataset slug must not shadow.
 RESERVED = {"corpora", "tables", "figures", "logs", "benchmarks"}

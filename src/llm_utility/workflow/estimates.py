@@ -23,10 +23,11 @@ from typing import Any
 from .calls import Calls
 from .model_rules import model_jobs, model_rule, rule_jobs
 from .parts import parse_part, part_bounds
-from .plan import Plan
+from .data_plan import DataPlan
+from .model_plan import ModelPlan
 
 
-def rule_calls(plan: Plan, rule: str, llm: str) -> list[Calls]:
+def rule_calls(plan: ModelPlan, rule: str, llm: str) -> list[Calls]:
     """The calls per query of one job of ``rule`` for ``llm`` (the model rules table's estimator);
     a ValueError for a rule without one."""
     calls_of = model_rule(rule).calls
@@ -35,7 +36,7 @@ def rule_calls(plan: Plan, rule: str, llm: str) -> list[Calls]:
     return calls_of(plan, llm)
 
 
-def sessions(plan: Plan, rule: str, llm: str) -> int:
+def sessions(plan: ModelPlan, rule: str, llm: str) -> int:
     """Model sessions (loads) of one job: a judge job ranks by attention in a second session when its
     LLM generates on another backend (vLLM)."""
     if rule == "judge" and "attention" in plan.model_rankings:
@@ -44,18 +45,18 @@ def sessions(plan: Plan, rule: str, llm: str) -> int:
     return 1
 
 
-def tokens_per_query(plan: Plan, rule: str, llm: str) -> tuple[float, float]:
+def tokens_per_query(plan: ModelPlan, rule: str, llm: str) -> tuple[float, float]:
     """(prompt tokens, output tokens) of one query in a job of ``rule``."""
     calls = rule_calls(plan, rule, llm)
     return sum(c.per_query * c.prompt_tokens for c in calls), sum(c.per_query * c.output_tokens for c in calls)
 
 
-def has_throughputs(plan: Plan, llm: str) -> bool:
+def has_throughputs(plan: ModelPlan, llm: str) -> bool:
     spec = plan.config["llms"][llm]
     return bool(spec.get("prefill_tokens_per_s")) and bool(spec.get("decode_tokens_per_s"))
 
 
-def expected_seconds(plan: Plan, rule: str, llm: str, queries: int) -> float | None:
+def expected_seconds(plan: ModelPlan, rule: str, llm: str, queries: int) -> float | None:
     """Expected wall seconds of a job of ``rule`` for ``llm`` over ``queries`` queries; None without
     the LLM's throughputs (``llms.<name>.prefill_tokens_per_s``, ``decode_tokens_per_s``)."""
     if not has_throughputs(plan, llm):
@@ -66,9 +67,9 @@ def expected_seconds(plan: Plan, rule: str, llm: str, queries: int) -> float | N
     return startup + queries * (prompt / spec["prefill_tokens_per_s"] + output / spec["decode_tokens_per_s"])
 
 
-def job_queries(plan: Plan, dataset: str, part: str | None = None) -> int | None:
+def job_queries(plan: ModelPlan, dataset: str, part: str | None = None) -> int | None:
     """The queries one model job of ``dataset`` (of ``part``, when sharded) is expected to cover."""
-    total = plan.expected_queries(dataset)
+    total = plan.data.expected_queries(dataset)
     if total is None:
         return None
     if not part:
@@ -78,7 +79,7 @@ def job_queries(plan: Plan, dataset: str, part: str | None = None) -> int | None
     return stop - start
 
 
-def runtime_minutes(plan: Plan, rule: str, wildcards: Mapping[str, Any]) -> int | None:
+def runtime_minutes(plan: ModelPlan, rule: str, wildcards: Mapping[str, Any]) -> int | None:
     """The `runtime` (minutes) a model job asks for: its expected time times
     ``resources.runtime_margin``, rounded up, at most ``resources.max_job_hours``; None when there is
     no estimate (no throughputs, or a dataset of unknown size)."""
@@ -90,7 +91,7 @@ def runtime_minutes(plan: Plan, rule: str, wildcards: Mapping[str, Any]) -> int 
     return max(1, min(math.ceil(seconds * res["runtime_margin"] / 60), math.floor(res["max_job_hours"] * 60)))
 
 
-def _dataset_rules(plan: Plan, dataset: str) -> list[tuple[str, str]]:
+def _dataset_rules(plan: ModelPlan, dataset: str) -> list[tuple[str, str]]:
     """(rule, llm) of every kind of model job ``dataset`` has."""
     return list(dict.fromkeys(
         (rule, wc["llm"]) for rule, wc in rule_jobs(plan) if wc.get("dataset") == dataset
@@ -98,12 +99,12 @@ def _dataset_rules(plan: Plan, dataset: str) -> list[tuple[str, str]]:
 
 
 def longest_job(
-    plan: Plan, dataset: str, shards: int | None = None, rule: str | None = None
+    plan: ModelPlan, dataset: str, shards: int | None = None, rule: str | None = None
 ) -> tuple[float, str, str] | None:
     """(expected seconds, rule, llm) of ``dataset``'s longest model job (of ``rule``'s jobs only,
     when given) with ``shards`` query shards (default: each rule's configured shards): the first,
     largest, part's; None without an estimate."""
-    total = plan.expected_queries(dataset)
+    total = plan.data.expected_queries(dataset)
     if total is None:
         return None
     found = []
@@ -115,7 +116,7 @@ def longest_job(
     return max(found) if found else None
 
 
-def shards_needed(plan: Plan, dataset: str, rule: str | None = None) -> int | None:
+def shards_needed(plan: ModelPlan, dataset: str, rule: str | None = None) -> int | None:
     """The fewest query shards of ``rule``'s jobs of ``dataset`` (every model rule's, when None: the
     most any rule needs) with which each job's expected time, times ``resources.runtime_margin``,
     fits in ``resources.max_job_hours``; None without an estimate. A ValueError when even one query
@@ -124,7 +125,7 @@ def shards_needed(plan: Plan, dataset: str, rule: str | None = None) -> int | No
         needed = [shards_needed(plan, dataset, r) for r in rules_of(plan, dataset)]
         needed = [n for n in needed if n is not None]
         return max(needed) if needed else None
-    total = plan.expected_queries(dataset)
+    total = plan.data.expected_queries(dataset)
     if total is None or longest_job(plan, dataset, 1, rule) is None:
         return None
     res = plan.config["resources"]
@@ -144,12 +145,12 @@ def shards_needed(plan: Plan, dataset: str, rule: str | None = None) -> int | No
     return lo
 
 
-def rules_of(plan: Plan, dataset: str) -> list[str]:
+def rules_of(plan: ModelPlan, dataset: str) -> list[str]:
     """The model rules with jobs of ``dataset``, in the plan's order."""
     return list(dict.fromkeys(rule for rule, _ in _dataset_rules(plan, dataset)))
 
 
-def shard_warnings(plan: Plan) -> list[str]:
+def shard_warnings(plan: ModelPlan) -> list[str]:
     """The config check's warnings (allowed, but likely a mistake): each model rule whose longest job
     of a dataset is expected to outlive ``resources.max_job_hours``, with the shards that fit."""
     limits = plan.config["resources"]
@@ -168,7 +169,7 @@ def shard_warnings(plan: Plan) -> list[str]:
     return warnings
 
 
-def shard_report(plan: Plan) -> list[dict[str, Any]]:
+def shard_report(plan: ModelPlan) -> list[dict[str, Any]]:
     """Per dataset: its queries, each model rule's configured shards and the shards it needs, the
     dataset's model jobs (parts counted), and its longest expected job (hours, rule, LLM) as
     configured: what docs/cluster.md tabulates for config/paper.yaml."""
@@ -179,7 +180,7 @@ def shard_report(plan: Plan) -> list[dict[str, Any]]:
         rules = rules_of(plan, d)
         rows.append({
             "dataset": d,
-            "queries": plan.expected_queries(d),
+            "queries": plan.data.expected_queries(d),
             "shards": {r: plan.shards(d, r) for r in rules},
             "shards_needed": {r: shards_needed(plan, d, r) for r in rules},
             "model_jobs": sum(1 for _, wc in jobs if wc.get("dataset") == d),
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as fh:
         config = yaml.safe_load(fh)
-    for row in shard_report(Plan(validated(config))):
+    for row in shard_report(ModelPlan(DataPlan(validated(config)))):
         print(json.dumps(row))
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..method.judgments import selection_method
 from . import calls
 from .parts import part_names
-from .plan import Plan
+from .model_plan import ModelPlan
 
 Wildcards = dict[str, str]
 
@@ -40,38 +40,38 @@ class ModelRule:
 
     name: str
     priority: int
-    jobs: Callable[[Plan], list[Wildcards]]
+    jobs: Callable[[ModelPlan], list[Wildcards]]
     calls: calls.CallsOf | None
     query_parts: bool = True
     judged_only: bool = False
     output: str | None = None
 
 
-def _per_llm(plan: Plan) -> list[Wildcards]:
+def _per_llm(plan: ModelPlan) -> list[Wildcards]:
     return [{"llm": llm} for llm in plan.llms]
 
 
-def _pairs(plan: Plan) -> list[Wildcards]:
+def _pairs(plan: ModelPlan) -> list[Wildcards]:
     """One job per (dataset, LLM)."""
     return [{"dataset": d, "llm": llm} for d in plan.datasets for llm in plan.llms]
 
 
-def _thinking_pairs(plan: Plan) -> list[Wildcards]:
+def _thinking_pairs(plan: ModelPlan) -> list[Wildcards]:
     return [{"dataset": d, "llm": llm} for d, llm in plan.thinking_pairs]
 
 
-def _thinking_answers(plan: Plan) -> list[Wildcards]:
+def _thinking_answers(plan: ModelPlan) -> list[Wildcards]:
     """The thinking pseudo-answer (T) exists only where a thinking method reads it."""
     if any(selection_method(m).pseudo_context == "topk_think" for m in plan.thinking_methods):
         return _thinking_pairs(plan)
     return []
 
 
-def _rag_with_judgments(plan: Plan) -> list[Wildcards]:
+def _rag_with_judgments(plan: ModelPlan) -> list[Wildcards]:
     return _pairs(plan) if plan.judgments["rag_methods"] or plan.rankings["rag_methods"] else []
 
 
-def _reask(plan: Plan) -> list[Wildcards]:
+def _reask(plan: ModelPlan) -> list[Wildcards]:
     return _pairs(plan) if plan.reask else []
 
 
@@ -106,13 +106,13 @@ def model_rule(name: str) -> ModelRule:
         raise KeyError(f"{name}: not a model rule; add it to llm_utility.workflow.model_rules.MODEL_RULES") from None
 
 
-def rule_jobs(plan: Plan) -> list[tuple[str, Wildcards]]:
+def rule_jobs(plan: ModelPlan) -> list[tuple[str, Wildcards]]:
     """(rule, wildcards) of every job that loads an LLM, one per (dataset, LLM, ...) however many
     query parts it runs in."""
     return [(rule.name, wc) for rule in MODEL_RULES for wc in rule.jobs(plan)]
 
 
-def model_jobs(plan: Plan) -> list[tuple[str, Wildcards]]:
+def model_jobs(plan: ModelPlan) -> list[tuple[str, Wildcards]]:
     """Every job that loads an LLM, as (rule, wildcards): the cost table's rows. A rule's jobs of a
     dataset it runs in query parts come once per part, with a ``part`` wildcard (``1-of-4``)."""
     jobs: list[tuple[str, Wildcards]] = []
@@ -122,6 +122,6 @@ def model_jobs(plan: Plan) -> list[tuple[str, Wildcards]]:
     return jobs
 
 
-def all_parts(plan: Plan) -> list[str]:
+def all_parts(plan: ModelPlan) -> list[str]:
     """Every part name of any model rule and dataset (``1-of-4``, ...)."""
     return sorted({p for d in plan.datasets for r in QUERY_PART_RULES for p in part_names(plan.shards(d, r))})
