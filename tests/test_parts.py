@@ -144,14 +144,15 @@ def test_the_schema_refuses_shards_that_are_not_counts(shards):
         validate(cfg, str(REPO / "config" / "schema.yaml"))
 
 
-def test_the_schema_names_every_shardable_rule():
-    """The schema's description lists the keys a shards mapping takes: the model rules table's rules
-    that run in query parts; every model rule registers its files (rules/parts.smk:
-    `model_rule_files`, which refuses a rule missing from the table)."""
+def test_the_model_rules_that_run_in_query_parts():
+    """The keys a shards mapping takes are the model rules table's rules that run in query parts (the
+    schema's description says where they are listed, and which one does not); every model rule
+    registers its files (rules/parts.smk: `model_rule_files`, which refuses a rule missing from the
+    table)."""
     schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
-    description = schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"]
-    keys = description.split("(keys: ")[1].split(";")[0].split(", ")
-    assert keys == ["default", *QUERY_PART_RULES]
+    description = " ".join(schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"].split())
+    assert "llm_utility.workflow.model_rules" in description
+    assert set(MODEL_RULE_NAMES) - set(QUERY_PART_RULES) == {"materialize_model"} and "but materialize_model" in description
     registered = set()
     for path in (REPO / "rules").glob("*.smk"):
         registered |= set(re.findall(r'model_rule_files\(\s*"(\w+)"', path.read_text()))

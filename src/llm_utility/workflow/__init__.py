@@ -4,8 +4,8 @@ layer (every job's script imports this package: it stays light).
 
 - ``data_plan``, ``model_plan``: what a config asks the data and the model stages to make (the
   report's plan is ``report.plan``);
-- ``model_rules``: the table of model rules (priority, jobs, runtime estimator, query parts, the
-  output the cost table waits for), with ``calls`` (each rule's calls per query);
+- ``model_rules``: the table of model rules (priority, jobs, runtime estimator: each rule's calls
+  per query, query parts, the output the cost table waits for);
 - ``checks``: the config checks the schema cannot express;
 - ``canonical``: the config in one form for one meaning (key order does not rerun jobs);
 - ``keys``: keyed inputs (a rule names each input by its key, its job reads the keys back);

@@ -8,7 +8,7 @@ A job's expected seconds are
     + queries x (prompt tokens per query / prefill_tokens_per_s + output tokens per query / decode_tokens_per_s)
 
 where a rule's tokens per query add up its calls per query (``rule_calls``: the estimator of its row
-in ``workflow.model_rules``, written in ``workflow.calls``) times each call's prompt and output
+in ``workflow.model_rules``) times each call's prompt and output
 tokens. The store serves repeated prompts and vLLM caches shared prefixes; neither is counted, so
 this is an upper bound of the work, not a prediction of a rerun. Pure functions of the plan; no
 Snakemake.
@@ -20,11 +20,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .calls import Calls
-from .model_rules import model_jobs, model_rule, rule_jobs
-from .parts import parse_part, part_bounds
 from .data_plan import DataPlan
 from .model_plan import ModelPlan
+from .model_rules import Calls, model_jobs, model_rule, rule_jobs
+from .parts import parse_part, part_bounds
 
 
 def rule_calls(plan: ModelPlan, rule: str, llm: str) -> list[Calls]:
