@@ -161,13 +161,13 @@ def test_only_the_workflow_glue_imports_snakemake():
 
 
 def test_the_workflow_glue_does_not_import_the_report():
-    """Every job's script imports ``llm_utility.workflow`` (its keyed inputs, its store, its query
-    part): the glue never imports the report layer (the findings, scipy: seconds of every job of the
-    DAG), whose plan is ``report.plan`` and which the rule files import themselves."""
+    """The glue never imports the report layer (whose plan is ``report.plan``, which the rule files
+    import themselves), and every job's script imports ``llm_utility.workflow`` (its keyed inputs,
+    its store, its query part) without the plans, polars or scipy (seconds of every job of the DAG)."""
     glue = {m: targets for m, targets in LIBRARY.items() if m.startswith("llm_utility.workflow")}
     assert glue and not [(m, t) for m, targets in glue.items() for t in targets if t.startswith("llm_utility.report")]
-    code = ("import sys; import llm_utility.workflow; "
-            "print(sorted(m for m in ('scipy', 'llm_utility.report', 'snakemake') if m in sys.modules))")
+    heavy = ("scipy", "polars", "llm_utility.report", "llm_utility.workflow.model_plan", "snakemake")
+    code = f"import sys; import llm_utility.workflow; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["[]"]

@@ -12,7 +12,9 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from llm_utility.workflow import DataPlan, ModelPlan, check_config
+from llm_utility.workflow.checks import check_config
+from llm_utility.workflow.data_plan import DataPlan
+from llm_utility.workflow.model_plan import ModelPlan
 from llm_utility.workflow import estimates
 from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, QUERY_PART_RULES, all_parts, model_jobs
 from llm_utility.workflow.parts import (

@@ -15,7 +15,9 @@ from snakemake.utils import validate
 from llm_utility.data.paper import paper_datasets_of
 from llm_utility.method.judgments import counterpart
 from llm_utility.report.plan import ReportPlan
-from llm_utility.workflow import DataPlan, ModelPlan, check_config
+from llm_utility.workflow.checks import check_config
+from llm_utility.workflow.data_plan import DataPlan
+from llm_utility.workflow.model_plan import ModelPlan
 from llm_utility.workflow.model_rules import model_jobs
 from llm_utility.workflow.operational import results_config
 from workflow_runner import REPO

@@ -225,7 +225,9 @@ def test_plan_gives_every_dataset_its_retrievers_runs_and_run_files():
     import yaml
     from snakemake.utils import validate
 
-    from llm_utility.workflow import DataPlan, ModelPlan, check_config
+    from llm_utility.workflow.checks import check_config
+    from llm_utility.workflow.data_plan import DataPlan
+    from llm_utility.workflow.model_plan import ModelPlan
     from workflow_runner import REPO
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

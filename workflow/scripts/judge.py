@@ -20,7 +20,7 @@ log = log_to(snakemake.log[0])
 
 from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
 from llm_utility.generation.store import job_name  # noqa: E402
-from llm_utility.workflow import gpu_lock_dir, keyed_inputs, job_part_queries, store_root  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, keyed_inputs, job_part_queries, job_wildcards, store_root  # noqa: E402
 
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.pipeline import judge_job
@@ -33,7 +33,7 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         prompts=snakemake.input.prompts,
         spec=snakemake.params.spec,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
-        job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
+        job=job_name(snakemake.rule, job_wildcards(snakemake.wildcards)),
         judgments=keyed_inputs(snakemake.output, "judgments"),
         rankings=keyed_inputs(snakemake.output, "rankings"),
         perplexity=snakemake.output.get("perplexity"),

@@ -1,6 +1,6 @@
 """The Snakemake glue: what ``rules/*.smk`` and ``workflow/scripts/*.py`` share, and nothing a user
 of the library from Python needs. No module here imports Snakemake at import time, nor the report
-layer (every job's script imports this package: it stays light).
+layer.
 
 - ``data_plan``, ``model_plan``: what a config asks the data and the model stages to make (the
   report's plan is ``report.plan``);
@@ -16,24 +16,22 @@ layer (every job's script imports this package: it stays light).
 - ``by_hand``: ``mock_snakemake``, to run any job's script by hand.
 """
 
+# What every job's script takes from here, imported at once: none of it imports more than the
+# standard library and the project's own foundation (the plans, the checks and the estimates are
+# imported from their modules, by the rule files and the tests).
 from .by_hand import mock_snakemake
 from .canonical import canonical_config, canonicalize_config
-from .checks import check_config
-from .data_plan import DataPlan
 from .keys import input_key, keyed_inputs
-from .model_plan import ModelPlan
 from .operational import gpu_lock_dir, run_in_llm_python, store_root
-from .parts import job_part_queries, part_queries
+from .parts import job_part_queries, job_wildcards, part_queries
 
 __all__ = [
-    "DataPlan",
-    "ModelPlan",
     "canonical_config",
     "canonicalize_config",
-    "check_config",
     "gpu_lock_dir",
     "input_key",
     "job_part_queries",
+    "job_wildcards",
     "keyed_inputs",
     "mock_snakemake",
     "part_queries",
