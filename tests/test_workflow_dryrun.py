@@ -120,12 +120,23 @@ def _jobs(text):
 
 
 def test_every_rule_that_loads_an_llm_is_in_the_model_rules_table(paper_dag):
-    """A job that loads an LLM reads its manifest (resources/models/<llm>/manifest.json, written by
-    materialize_model): each rule with such a job has a row in llm_utility.workflow.model_rules
-    (its priority, query parts, runtime estimate and cost-table rows come from there), or is one of
-    the few that load an LLM named by their dataset's config (OTHER_LLM_RULES)."""
+    """A job that loads an LLM writes its manifest (resources/models/<llm>/manifest.json:
+    materialize_model) or reads it and asks for the LLM's GPUs (the cost table also reads every
+    manifest, to wait for the model jobs, but loads nothing): each rule with such a job has a row
+    in llm_utility.workflow.model_rules (its priority, query parts, runtime estimate and cost-table
+    rows come from there), or is one of the few that load an LLM named by their dataset's config
+    (OTHER_LLM_RULES)."""
     manifest = re.compile(r"resources/models/[^/\s,]+/manifest\.json")
-    loading = {rule for rule, block in _jobs(paper_dag) if manifest.search(block)}
+
+    def line(block, field):
+        found = re.search(rf"^    {field}: (.*)$", block, re.M)
+        return found.group(1) if found else ""
+
+    loading = {
+        rule for rule, block in _jobs(paper_dag)
+        if manifest.search(line(block, "output"))
+        or (manifest.search(line(block, "input")) and re.search(r"\bgpu=", line(block, "resources")))
+    }
     assert {"materialize_model", "answer_candidates", "judge", "judge_thinking", "extract_answers"} <= loading
     assert loading - set(MODEL_RULE_NAMES) == set(OTHER_LLM_RULES)
     # Every row has jobs in the paper DAG (a row without a rule would list jobs no rule makes).
