@@ -108,20 +108,14 @@ MODEL_RULE_OUTPUT = {
     for name, files in MODEL_RULE_FILES.items()
     if files["output"]
 }
-
-
 # A job's pattern filled in: a job of a query part (a `part` wildcard in the plan) in its part's
 # folder. Its row in the cost table is its rule's, so the parts of a dataset add up there.
 filled = lambda pattern, wc: (
     fill(str(pattern), part_dir=part_dir(wc.get("part")), **wc) if pattern else None
 )
-
-
 MODEL_JOB_OUTPUTS = [
     filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in model_jobs(MODEL_PLAN)
 ]
-
-
 # rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's own
 # log: and benchmark: patterns (rules.<name>), so the cost table never rebuilds a path.
 MODEL_JOB_RECORDS = [

@@ -12,8 +12,6 @@ MODEL_JOB_INPUTS = {
     "manifest": MANIFEST,
     "prompts": config["prompts"],
 }
-
-
 # --- rules ----------------------------------------------------------------------------------------
 # Weights land in resources/models/{llm}/ (or <models_dir>/llms/{llm}) once: a GGUF dequantized, or
 # hub weights downloaded at their pinned revision (the manifest records the commit). Every other job

@@ -16,8 +16,6 @@ judge_outputs = lambda methods, rankings=(), perplexity=False: {
     **{input_key("rankings", m): fill(RANKINGS, method=m) for m in rankings},
     **({"perplexity": PERPLEXITY} if perplexity else {}),
 }
-
-
 # --- rules ----------------------------------------------------------------------------------------
 # The top-k answer with thinking on: the pseudo-answer "(T)" of Table 5 (thinking models only).
 ANSWER_THINKING = model_rule_files(
@@ -140,14 +138,10 @@ SELECTION_TABLES = {
     context: fill(JUDGMENTS, llm=source, method=method)
     for context, (source, method) in MODEL_PLAN.selection_sources().items()
 }
-
-
 RERANKED_TABLES = {
     context: fill(RANKINGS, method=method)
     for context, method in MODEL_PLAN.reranked_sources().items()
 }
-
-
 # RAG with judgments: every rag method's selections of every LLM (Table 3: its own; Figure 9: the
 # others') and the top passages of its own rag rankings (Table 7). An empty selection is the
 # no-passage call, a one-passage one a single call: the store serves both.
