@@ -14,7 +14,14 @@ from llm_utility.workflow.checks import check_config
 from llm_utility.workflow.data_plan import DataPlan
 from llm_utility.workflow.estimates import rule_calls
 from llm_utility.workflow.model_plan import ModelPlan
-from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, MODEL_RULES, QUERY_PART_RULES, model_jobs, model_rule
+from llm_utility.workflow.model_rules import (
+    MODEL_RULE_NAMES,
+    MODEL_RULES,
+    OTHER_LLM_RULES,
+    QUERY_PART_RULES,
+    model_jobs,
+    model_rule,
+)
 from workflow_runner import REPO
 
 
@@ -26,13 +33,21 @@ def _plan(name: str) -> ModelPlan:
 
 
 def _rule_blocks() -> dict[str, str]:
-    """Each rule of rules/*.smk (``rule x:`` or ``use rule y as x with:``) and its text."""
+    """Each rule of rules/*.smk (``rule x:`` or ``use rule y as x with:``) and its body: the lines
+    indented under its header."""
     blocks = {}
     for path in sorted((REPO / "rules").glob("*.smk")):
-        for block in re.split(r"\n(?=\s*(?:use )?rule )", path.read_text()):
-            name = re.match(r"\s*(?:rule (\w+):|use rule \w+ as (\w+) with:)", block)
-            if name:
-                blocks[name.group(1) or name.group(2)] = block
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            name = re.match(r"(\s*)(?:rule (\w+):|use rule \w+ as (\w+) with:)", line)
+            if not name:
+                continue
+            indent, body = len(name.group(1)), [line]
+            for following in lines[i + 1:]:
+                if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                    break
+                body.append(following)
+            blocks[name.group(2) or name.group(3)] = "\n".join(body)
     return blocks
 
 
@@ -59,6 +74,22 @@ def test_the_rule_files_take_priority_and_resources_from_the_table():
         assert f'**model_resources("{rule.name}")' in block, rule.name
     asked = {n for b in blocks.values() for n in re.findall(r'model_(?:priority|resources)\("(\w+)"\)', b)}
     assert asked == set(MODEL_RULE_NAMES) - {"materialize_model"}
+
+
+def test_every_rule_wired_to_an_llm_has_a_row():
+    """Read from the rule files (the paper DAG's check, tests/test_workflow_dryrun.py, sees the rules
+    that run; this one also a rule no target asks for yet): a rule that reads or writes an LLM's
+    manifest, runs in an LLM's environment, asks for an LLM's resources or gets its spec is a row of
+    the table, or one of OTHER_LLM_RULES."""
+    llm = re.compile(
+        r"\bMANIFEST\b|\bMODEL_JOB_INPUTS\b|\b(?:llm|materialize)_conda_env\b|\bllm_env\(|\b(?:model|llm)_resources\(|\bllm_spec\b"
+    )
+    blocks = _rule_blocks()
+    wired = {name for name, block in blocks.items() if llm.search(block)}
+    # `use rule` children of a model rule inherit its environment: their own blocks name their resources.
+    assert {"materialize_model", "answer_candidates", "answer_run", "judge", "extract_answers"} <= wired
+    assert wired - set(MODEL_RULE_NAMES) == set(OTHER_LLM_RULES)
+    assert not {"candidate_passages", "gold_sets", "table1", "cost"} & wired
 
 
 @pytest.mark.parametrize("config", ["config.yaml", "paper.yaml"])
