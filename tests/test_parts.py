@@ -12,13 +12,20 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
+from llm_utility.workflow import estimates
 from llm_utility.workflow.checks import check_config
 from llm_utility.workflow.data_plan import DataPlan
 from llm_utility.workflow.model_plan import ModelPlan
-from llm_utility.workflow import estimates
 from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, QUERY_PART_RULES, all_parts, model_jobs
 from llm_utility.workflow.parts import (
-    job_wildcards, parse_part, part_bounds, part_dir, part_name, part_names, part_of_dir, query_part,
+    job_wildcards,
+    parse_part,
+    part_bounds,
+    part_dir,
+    part_name,
+    part_names,
+    part_of_dir,
+    query_part,
 )
 from workflow_runner import REPO
 
@@ -279,8 +286,9 @@ def test_the_paper_config_s_shards_fit_the_limit():
 
 
 def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_path):
-    import polars as pl
     from types import SimpleNamespace
+
+    import polars as pl
 
     from llm_utility.workflow import job_part_queries
 

@@ -165,9 +165,9 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     """Per (rule, LLM) of the dataset: calls, prompt and output tokens, expected hours
     (``workflow.estimates``; None without the LLM's throughputs)."""
     from .workflow import estimates
-    from .workflow.model_rules import model_rule
     from .workflow.data_plan import DataPlan
     from .workflow.model_plan import ModelPlan
+    from .workflow.model_rules import model_rule
 
     plan = ModelPlan(DataPlan(full))
     queries = plan.data.expected_queries(name)
