@@ -22,13 +22,16 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/paths.smk"
+include: "rules/resources.smk"
+include: "rules/parts.smk"
 include: "rules/data.smk"
 include: "rules/retrieval.smk"
 include: "rules/generation.smk"
 include: "rules/gold.smk"
 include: "rules/judgments.smk"
 include: "rules/runs.smk"
-include: "rules/parts.smk"
+include: "rules/gather.smk"
 include: "rules/report.smk"
 include: "rules/findings.smk"
 

@@ -6,7 +6,8 @@
 
 from llm_utility.data.files import configured_files, data_paths, downloads_and_missing
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+# --- shared by the rules below (input functions are lambdas: `snakemake --lint` wants no `def`
+# beside rules; a rule's own sit right above it) ----------------------------------------------------
 DOWNLOADS, MISSING = downloads_and_missing(configured_files(config), config["data_dir"])
 # Where each configured data file is, by (section, name, key).
 DATA_PATHS = data_paths(config)
@@ -16,63 +17,6 @@ configured = lambda section, name, roles: {
     for role, key in roles.items()
     if (section, name, key) in DATA_PATHS
 }
-# A corpus's source: the shards of a chunked KILT knowledge source, or its configured file.
-corpus_inputs = lambda wc: (
-    {
-        "shards": expand(
-            CORPUS_SHARD,
-            corpus=wc.corpus,
-            shard=range(config["corpora"][wc.corpus]["shards"]),
-        )
-    }
-    if wc.corpus in PLAN.kilt_corpora
-    else configured("corpora", wc.corpus, {"file": PLAN.corpus_file_key(wc.corpus)})
-)
-# The benchmark files a dataset's loader reads (file, and questions/aliases/qrels when configured).
-dataset_files = lambda wc: configured(
-    "datasets",
-    wc.dataset,
-    {
-        k: k
-        for k in ("file", "questions", "aliases", "ranking_queries", "ranking_qrels")
-    },
-)
-mapping_inputs = lambda wc: {
-    "evidence": fill(EVIDENCE, dataset=wc.dataset),
-    "queries": fill(SOURCE_QUERIES, dataset=wc.dataset),
-    "summary": fill(SOURCE_SUMMARY, dataset=wc.dataset),
-    "passages": passages_of_dataset(wc),
-    **(
-        {"spans": fill(CORPUS_SPANS, corpus=corpus_of(wc))}
-        if PLAN.mapping_rule(wc.dataset) == "span"
-        else {}
-    ),
-    **(
-        configured("datasets", wc.dataset, {"knowledge_source": "knowledge_source"})
-        if PLAN.maps_provenance_by_text(wc.dataset)
-        else {}
-    ),
-}
-# worldfacts and local query sets are read with their corpus; benchmarks from their loaded queries
-# and mapped human passages (and MS MARCO-FQA's short answers).
-prepare_queries_inputs = lambda wc: (
-    {
-        "passages": passages_of_dataset(wc),
-        **configured("datasets", wc.dataset, {"queries": "queries"}),
-    }
-    if wc.dataset not in PLAN.benchmarks
-    else {
-        "source": fill(SOURCE_QUERIES, dataset=wc.dataset),
-        "human": fill(HUMAN_PASSAGES, dataset=wc.dataset),
-        **(
-            {"short_answers": fill(SHORT_ANSWERS, dataset=wc.dataset)}
-            if wc.dataset in PLAN.msmarco_qa
-            else {}
-        ),
-    }
-)
-extractor_of = lambda wc: config["datasets"][wc.dataset]["extractor"]
-extractor_cfg = lambda wc: config["llms"][extractor_of(wc)]
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -127,11 +71,11 @@ rule chunk_corpus_shard:
     output:
         shard=CORPUS_SHARD,
     log:
-        "logs/chunk_corpus_shard/{corpus}/{shard}.log",
+        "logs/chunk_corpus_shard/{corpus}/{corpus_shard}.log",
     benchmark:
-        "benchmarks/out/chunk_corpus_shard/{corpus}/{shard}.tsv"
+        "benchmarks/out/chunk_corpus_shard/{corpus}/{corpus_shard}.tsv"
     wildcard_constraints:
-        corpus=alternatives(PLAN.kilt_corpora),
+        corpus=alternatives(DATA_PLAN.kilt_corpora),
     conda:
         BASE_ENV
     resources:
@@ -141,6 +85,22 @@ rule chunk_corpus_shard:
         words=lambda wc: config["corpora"][wc.corpus]["passage_words"],
     script:
         "../workflow/scripts/chunk_corpus_shard.py"
+
+
+# A corpus's source: the shards of a chunked KILT knowledge source, or its configured file.
+corpus_inputs = lambda wc: (
+    {
+        "shards": expand(
+            CORPUS_SHARD,
+            corpus=wc.corpus,
+            corpus_shard=range(config["corpora"][wc.corpus]["shards"]),
+        )
+    }
+    if wc.corpus in DATA_PLAN.kilt_corpora
+    else configured(
+        "corpora", wc.corpus, {"file": DATA_PLAN.corpus_file_key(wc.corpus)}
+    )
+)
 
 
 rule prepare_corpus:
@@ -171,13 +131,24 @@ rule corpus_spans:
     log:
         "logs/corpus_spans/{corpus}.log",
     wildcard_constraints:
-        corpus=alternatives(PLAN.kilt_corpora),
+        corpus=alternatives(DATA_PLAN.kilt_corpora),
     conda:
         BASE_ENV
     resources:
         **RESOURCES["data"],
     script:
         "../workflow/scripts/corpus_spans.py"
+
+
+# The benchmark files a dataset's loader reads (file, and questions/aliases/qrels when configured).
+dataset_files = lambda wc: configured(
+    "datasets",
+    wc.dataset,
+    {
+        k: k
+        for k in ("file", "questions", "aliases", "ranking_queries", "ranking_qrels")
+    },
+)
 
 
 rule load_queries:
@@ -190,7 +161,7 @@ rule load_queries:
     log:
         "logs/load_queries/{dataset}.log",
     wildcard_constraints:
-        dataset=alternatives(PLAN.benchmarks),
+        dataset=alternatives(DATA_PLAN.benchmarks),
     conda:
         BASE_ENV
     resources:
@@ -199,6 +170,9 @@ rule load_queries:
         dataset=dataset_spec,
     script:
         "../workflow/scripts/load_queries.py"
+
+
+extractor_of = lambda wc: config["datasets"][wc.dataset]["extractor"]
 
 
 # MS MARCO-FQA: the extractor LLM turns MS MARCO's long answers into short entity answers.
@@ -214,19 +188,35 @@ rule extract_answers:
     benchmark:
         "benchmarks/out/extract_answers/{dataset}.tsv"
     wildcard_constraints:
-        dataset=alternatives(PLAN.msmarco_qa),
+        dataset=alternatives(DATA_PLAN.msmarco_qa),
     conda:
         lambda wc: llm_env(extractor_of(wc))
     threads: 8
     resources:
-        mem_mb=lambda wc: extractor_cfg(wc)["mem_mb"] or RESOURCES["llm"]["mem_mb"],
-        runtime=lambda wc: extractor_cfg(wc)["runtime"] or RESOURCES["llm"]["runtime"],
-        gpu=lambda wc: extractor_cfg(wc)["gpu"],
+        **llm_resources(extractor_of),
     params:
-        spec=lambda wc: PLAN.llm_spec(extractor_of(wc)),
+        spec=lambda wc: MODEL_PLAN.llm_spec(extractor_of(wc)),
         extractor=extractor_of,
     script:
         "../workflow/scripts/extract_answers.py"
+
+
+mapping_inputs = lambda wc: {
+    "evidence": fill(EVIDENCE, dataset=wc.dataset),
+    "queries": fill(SOURCE_QUERIES, dataset=wc.dataset),
+    "summary": fill(SOURCE_SUMMARY, dataset=wc.dataset),
+    "passages": passages_of_dataset(wc),
+    **(
+        {"spans": fill(CORPUS_SPANS, corpus=corpus_of(wc))}
+        if DATA_PLAN.mapping_rule(wc.dataset) == "span"
+        else {}
+    ),
+    **(
+        configured("datasets", wc.dataset, {"knowledge_source": "knowledge_source"})
+        if DATA_PLAN.maps_provenance_by_text(wc.dataset)
+        else {}
+    ),
+}
 
 
 rule map_human_passages:
@@ -240,16 +230,36 @@ rule map_human_passages:
     benchmark:
         "benchmarks/out/map_human_passages/{dataset}.tsv"
     wildcard_constraints:
-        dataset=alternatives(PLAN.benchmarks),
+        dataset=alternatives(DATA_PLAN.benchmarks),
     conda:
         BASE_ENV
     resources:
         **RESOURCES["data"],
     params:
         corpus=corpus_of,
-        rule=lambda wc: PLAN.mapping_rule(wc.dataset),
+        rule=lambda wc: DATA_PLAN.mapping_rule(wc.dataset),
     script:
         "../workflow/scripts/map_human_passages.py"
+
+
+# worldfacts and local query sets are read with their corpus; benchmarks from their loaded queries
+# and mapped human passages (and MS MARCO-FQA's short answers).
+prepare_queries_inputs = lambda wc: (
+    {
+        "passages": passages_of_dataset(wc),
+        **configured("datasets", wc.dataset, {"queries": "queries"}),
+    }
+    if wc.dataset not in DATA_PLAN.benchmarks
+    else {
+        "source": fill(SOURCE_QUERIES, dataset=wc.dataset),
+        "human": fill(HUMAN_PASSAGES, dataset=wc.dataset),
+        **(
+            {"short_answers": fill(SHORT_ANSWERS, dataset=wc.dataset)}
+            if wc.dataset in DATA_PLAN.msmarco_qa
+            else {}
+        ),
+    }
+)
 
 
 rule prepare_queries:

@@ -1,90 +1,34 @@
 # Findings: the paper's headline claims tested on this run with bootstrap intervals (findings.json),
 # the transfer matrices on the queries unknown to both LLMs (a control beyond the paper), what the
 # model stages cost, and the validated config, all for the Snakemake report (captions in report/).
+# Input functions are lambdas (`snakemake --lint` wants no `def` beside rules), each right above the
+# rule it serves.
 
+from llm_utility.workflow.model_rules import model_jobs
+from llm_utility.workflow.operational import results_config
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
 # Everything a finding reads: Table 1's, the transfer and the RAG-with-judgments answers, gold sets,
-# known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and
-# the re-ask answers (answers/reask_<context>.parquet): inputs outright where the plan has the
-# re-ask stage (PLAN.reask, config reask.enabled), else read where present.
-REASK_ANSWERS = answers_inputs(DATASETS, lambda llm: PLAN.findings_reask_contexts())
+# known flags, queries, perplexity, the judgments and Table 4's rankings (where configured), and,
+# where the plan has the re-ask stage (config reask.enabled), the re-ask answers
+# (answers/reask_<context>.parquet) of the re-ask twins.
 FINDINGS_INPUTS = {
-    **answers_inputs(DATASETS, lambda llm: PLAN.findings_contexts()),
-    **(
-        REASK_ANSWERS
-        if PLAN.reask
-        else {key: path for key, path in REASK_ANSWERS.items() if os.path.exists(path)}
-    ),
+    **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.findings_contexts()),
+    **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.findings_reask_contexts()),
     **gold_inputs(DATASETS),
     **known_inputs(),
     **queries_inputs(DATASETS),
     **keyed_per_llm("perplexity", PERPLEXITY, DATASETS),
     **keyed_per_llm(
-        "judgments", JUDGMENTS, DATASETS, lambda d, llm: PLAN.judge_methods
+        "judgments", JUDGMENTS, DATASETS, lambda d, llm: MODEL_PLAN.judge_methods
     ),
     **keyed_per_llm(
-        "rankings", RANKINGS, DATASETS, lambda d, llm: PLAN.findings_rankings()
+        "rankings", RANKINGS, DATASETS, lambda d, llm: REPORT_PLAN.findings_rankings()
     ),
     # The qrels at work (rules/runs.smk): only where runs are answered with.
-    **({"run_pairs": RUN_PAIRS} if PLAN.run_rag else {}),
+    **({"run_pairs": RUN_PAIRS} if DATA_PLAN.run_rag else {}),
 }
-transfer_unknown_inputs = lambda wc: {
-    **answers_inputs(
-        DATASETS, lambda llm: ["human"] + PLAN.gold_contexts(wc.candidates)
-    ),
-    **known_inputs(),
-}
-# The cost table's rows are the model jobs of the plan (llm_utility.workflow.plan: model_jobs). Each
-# is a job the DAG runs anyway: the cost rule waits for one output of each, from the patterns of
-# rules/common.smk (`rules.<name>.output` would be the storage-local path under a storage provider,
-# Kubernetes, not an input). tests/test_workflow_dryrun.py checks that the cost table schedules
-# exactly the model jobs of the full DAG.
-MODEL_RULE_OUTPUT = {
-    "materialize_model": MANIFEST,
-    "answer_candidates": fill(ANSWERS, context="none"),
-    "answer_gold": fill(ANSWERS, context=PLAN.gold_contexts("C")[0]),
-    "answer_thinking": fill(ANSWERS, context="topk_think"),
-    "judge": PERPLEXITY,
-    "judge_thinking": (
-        fill(JUDGMENTS, method=PLAN.thinking_methods[0])
-        if PLAN.thinking_methods
-        else None
-    ),
-    "answer_reask": fill(ANSWERS, context="reask_none"),
-    "answer_judgments": fill(
-        ANSWERS,
-        context=(PLAN.selected_contexts() + PLAN.reranked_contexts() + ["none"])[0],
-    ),
-    "answer_run": fill(ANSWERS, context="run_{run}"),
-}
-filled = lambda pattern, wildcards: (
-    expand(str(pattern), **wildcards)[0] if pattern else None
-)
-# A query shard's job (a `part` wildcard) is rule <name>_part's: its part's output, log and benchmark.
-# Its row in the cost table is its rule's (<name>), so a sharded dataset's jobs add up there.
-MODEL_JOB_OUTPUTS = [
-    filled(
-        in_part(MODEL_RULE_OUTPUT[name]) if "part" in wc else MODEL_RULE_OUTPUT[name],
-        wc,
-    )
-    for name, wc in PLAN.model_jobs()
-]
-# rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's own
-# log: and benchmark: patterns (rules.<name>), so the cost table never rebuilds a path.
-model_rule = lambda name, wc: getattr(rules, f"{name}_part" if "part" in wc else name)
-MODEL_JOB_RECORDS = [
-    {
-        "rule": name,
-        "wildcards": wc,
-        "log": filled(model_rule(name, wc).log[0], wc),
-        "benchmark": filled(model_rule(name, wc).benchmark, wc),
-    }
-    for name, wc in PLAN.model_jobs()
-]
 
 
-# --- rules ----------------------------------------------------------------------------------------
 rule findings:
     input:
         **FINDINGS_INPUTS,
@@ -111,15 +55,26 @@ rule findings:
         BASE_ENV
     params:
         llms=LLMS,
-        families=PLAN.families(),
+        families=REPORT_PLAN.families(),
         k=RANK["k"],
-        resampling={**PLAN.bootstrap(), "min_queries": config["report"]["min_queries"]},
-        paper_datasets=PLAN.paper_datasets,
-        claim_scope=PLAN.claim_scope(),
-        figure9_method=PLAN.figure9_method,
+        resampling={
+            **REPORT_PLAN.bootstrap(),
+            "min_queries": config["report"]["min_queries"],
+        },
+        paper_datasets=REPORT_PLAN.paper_datasets,
+        claim_scope=REPORT_PLAN.claim_scope(),
+        figure9_method=REPORT_PLAN.figure9_method,
         rag_top=RANK["rag_top"],
     script:
         "../workflow/scripts/findings.py"
+
+
+transfer_unknown_inputs = lambda wc: {
+    **answers_inputs(
+        DATASETS, lambda llm: ["human"] + MODEL_PLAN.gold_contexts(wc.pool)
+    ),
+    **known_inputs(),
+}
 
 
 rule transfer_unknown_both:
@@ -128,11 +83,11 @@ rule transfer_unknown_both:
     output:
         **table_outputs(
             "transfer_unknown_both",
-            name="transfer_unknown_both_{candidates}",
+            name="transfer_unknown_both_{pool}",
             formats=("csv", "md"),
         ),
     log:
-        "logs/transfer_unknown_both/{candidates}.log",
+        "logs/transfer_unknown_both/{pool}.log",
     localrule: True
     conda:
         BASE_ENV
@@ -140,6 +95,38 @@ rule transfer_unknown_both:
         llms=LLMS,
     script:
         "../workflow/scripts/transfer_unknown_both.py"
+
+
+# The cost table's rows are the model jobs of the plan (llm_utility.workflow.model_rules:
+# model_jobs). Each is a job the DAG runs anyway: the cost rule waits for one output of each (its
+# row's `output`), from the patterns the rule registered (rules/parts.smk: MODEL_RULE_FILES;
+# `rules.<name>.output` would be the storage-local path under a storage provider, Kubernetes, not an
+# input). tests/test_workflow_dryrun.py checks that the cost table schedules exactly the model jobs
+# of the full DAG.
+MODEL_RULE_OUTPUT = {
+    name: files["output"][model_rule(name).output or next(iter(files["output"]))]
+    for name, files in MODEL_RULE_FILES.items()
+    if files["output"]
+}
+# A job's pattern filled in: a job of a query part (a `part` wildcard in the plan) in its part's
+# folder. Its row in the cost table is its rule's, so the parts of a dataset add up there.
+filled = lambda pattern, wc: (
+    fill(str(pattern), part_dir=part_dir(wc.get("part")), **wc) if pattern else None
+)
+MODEL_JOB_OUTPUTS = [
+    filled(MODEL_RULE_OUTPUT[name], wc) for name, wc in model_jobs(MODEL_PLAN)
+]
+# rule, wildcards, and the log and benchmark paths of each model job, filled in from the rule's own
+# log: and benchmark: patterns (rules.<name>), so the cost table never rebuilds a path.
+MODEL_JOB_RECORDS = [
+    {
+        "rule": name,
+        "wildcards": wc,
+        "log": filled(getattr(rules, name).log[0], wc),
+        "benchmark": filled(getattr(rules, name).benchmark, wc),
+    }
+    for name, wc in model_jobs(MODEL_PLAN)
+]
 
 
 # The cost table reads the logs and benchmark files of the model jobs. Those are not outputs a rule
@@ -175,6 +162,6 @@ rule config_report:
     conda:
         BASE_ENV
     params:
-        config=PLAN.results_config(),
+        config=results_config(config),
     script:
         "../workflow/scripts/config_report.py"

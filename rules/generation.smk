@@ -3,44 +3,35 @@
 # it stopped. Each job loads its model once and answers every context its outputs name.
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-run_of_dataset = lambda wc: fill(RUN, dataset=wc.dataset, retriever=retriever_of(wc))
+from llm_utility.method.answers import CANDIDATE_CONTEXTS
+
 # What every job that answers or judges with an LLM reads besides its own tables.
 MODEL_JOB_INPUTS = {
     "queries": QUERIES,
-    "candidates": CANDIDATES,
+    "candidates": CANDIDATES_TABLE,
     "manifest": MANIFEST,
     "prompts": config["prompts"],
 }
-# Every LLM's gold set among C and U (pattern in {dataset}), named by its context: an answer job's
-# inputs that a context is made from are named by that context, so the job pairs them with its
-# outputs without any path logic.
-GOLD_TABLES = {
-    candidates: {
-        context: fill(GOLD, llm=source, candidates=candidates)
-        for context, source in PLAN.gold_sources(candidates).items()
-    }
-    for candidates in ("C", "U")
-}
-# The re-asked gold sets: every LLM's gold set among C and U, named by its re-ask context.
-REASK_GOLD_TABLES = {
-    context: fill(GOLD, llm=source, candidates=candidates)
-    for context, (source, candidates) in PLAN.reask_gold_sources().items()
-}
-
-
 # --- rules ----------------------------------------------------------------------------------------
 # Weights land in resources/models/{llm}/ (or <models_dir>/llms/{llm}) once: a GGUF dequantized, or
 # hub weights downloaded at their pinned revision (the manifest records the commit). Every other job
 # loads them offline. A local rule: it runs where Snakemake runs, which has network when compute
 # nodes do not.
+MATERIALIZE_MODEL = model_rule_files(
+    "materialize_model",
+    output={"manifest": MANIFEST},
+    log="logs/materialize_model/{llm}.log",
+    benchmark="benchmarks/out/materialize_model/{llm}.tsv",
+)
+
+
 rule materialize_model:
     output:
-        manifest=MANIFEST,
+        **MATERIALIZE_MODEL["output"],
     log:
-        "logs/materialize_model/{llm}.log",
+        MATERIALIZE_MODEL["log"],
     benchmark:
-        "benchmarks/out/materialize_model/{llm}.tsv"
+        MATERIALIZE_MODEL["benchmark"]
     localrule: True
     conda:
         materialize_conda_env
@@ -54,13 +45,16 @@ rule materialize_model:
 
 
 # The passages any LLM call of a dataset can get (U, with C marked), read once from the corpus.
+run_of_dataset = lambda wc: fill(RUN, dataset=wc.dataset, retriever=retriever_of(wc))
+
+
 rule candidate_passages:
     input:
         queries=QUERIES,
         run=run_of_dataset,
         passages=passages_of_dataset,
     output:
-        candidates=CANDIDATES,
+        candidates=CANDIDATES_TABLE,
     log:
         "logs/candidate_passages/{dataset}.log",
     conda:
@@ -74,8 +68,8 @@ rule candidate_passages:
 
 
 # The contexts that need no gold set (none, single, topk, union, human): one job per (dataset, LLM),
-# or per query shard of a sharded dataset (answer_candidates_part, gathered by rules/parts.smk).
-ANSWER_CANDIDATES = shardable(
+# or per query part of a dataset in parts (gathered by rules/gather.smk).
+ANSWER_CANDIDATES = model_rule_files(
     "answer_candidates",
     output=answers_named(CANDIDATE_CONTEXTS),
     log="logs/answer_candidates/{dataset}/{llm}.log",
@@ -92,11 +86,9 @@ rule answer_candidates:
         ANSWER_CANDIDATES["log"],
     benchmark:
         ANSWER_CANDIDATES["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_candidates"),
     # The candidate answers feed everything after them (gold sets, judgments, transfer): run them
     # first, so that the last minutes are many short jobs side by side, not one long chain.
-    priority: PRIORITY["answer_candidates"]
+    priority: model_priority("answer_candidates")
     conda:
         llm_conda_env
     threads: llm_threads
@@ -109,23 +101,20 @@ rule answer_candidates:
         "../workflow/scripts/answer.py"
 
 
-use rule answer_candidates as answer_candidates_part with:
-    output:
-        **in_part(ANSWER_CANDIDATES["output"]),
-    log:
-        in_part(ANSWER_CANDIDATES["log"]),
-    benchmark:
-        in_part(ANSWER_CANDIDATES["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_candidates"),
-
-
 # Every LLM's gold sets among C and among U, answered by {llm}; its own are gold_{C,U}_from_{llm}.
 # One job per (dataset, LLM) covers Table 1's G(C) and G(U) and the transfer matrices: G(C) and G(U)
-# are often the same passages, and one job computes the prompts they share once.
-ANSWER_GOLD = shardable(
+# are often the same passages, and one job computes the prompts they share once. Its inputs: every
+# LLM's gold set among C and U (pattern in {dataset}), named by its context: an answer job's inputs
+# that a context is made from are named by that context, so the job pairs them with its outputs
+# without any path logic.
+GOLD_TABLES = {
+    context: fill(GOLD, llm=source, pool=pool)
+    for pool in ("C", "U")
+    for context, source in MODEL_PLAN.gold_sources(pool).items()
+}
+ANSWER_GOLD = model_rule_files(
     "answer_gold",
-    output=answers_named(PLAN.gold_contexts("C") + PLAN.gold_contexts("U")),
+    output=answers_named(MODEL_PLAN.gold_contexts("C") + MODEL_PLAN.gold_contexts("U")),
     log="logs/answer_gold/{dataset}/{llm}.log",
     benchmark="benchmarks/out/answer_gold/{dataset}/{llm}.tsv",
 )
@@ -133,8 +122,7 @@ ANSWER_GOLD = shardable(
 
 use rule answer_candidates as answer_gold with:
     input:
-        **GOLD_TABLES["C"],
-        **GOLD_TABLES["U"],
+        **GOLD_TABLES,
         **MODEL_JOB_INPUTS,
     output:
         **ANSWER_GOLD["output"],
@@ -142,22 +130,9 @@ use rule answer_candidates as answer_gold with:
         ANSWER_GOLD["log"],
     benchmark:
         ANSWER_GOLD["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_gold"),
-    priority: PRIORITY["answer_gold"]
+    priority: model_priority("answer_gold")
     resources:
         **model_resources("answer_gold"),
-
-
-use rule answer_gold as answer_gold_part with:
-    output:
-        **in_part(ANSWER_GOLD["output"]),
-    log:
-        in_part(ANSWER_GOLD["log"]),
-    benchmark:
-        in_part(ANSWER_GOLD["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_gold"),
 
 
 # The re-ask control (docs/method.md, "The re-ask"): none, human, topk, union and every LLM's gold
@@ -166,10 +141,15 @@ use rule answer_gold as answer_gold_part with:
 # sets (as answer_gold does) and feeds only Table 1 and the findings, so it runs last among the
 # model jobs (lowest priority) and fills the cores the judge chain leaves free; it shares no prompt
 # with the other jobs, so it waits for none of them.
-if PLAN.reask:
-    ANSWER_REASK = shardable(
+if MODEL_PLAN.reask:
+    # The re-asked gold sets: every LLM's gold set among C and U, named by its re-ask context.
+    REASK_GOLD_TABLES = {
+        context: fill(GOLD, llm=source, pool=pool)
+        for context, (source, pool) in MODEL_PLAN.reask_gold_sources().items()
+    }
+    ANSWER_REASK = model_rule_files(
         "answer_reask",
-        output=answers_named(PLAN.reask_contexts()),
+        output=answers_named(MODEL_PLAN.reask_contexts()),
         log="logs/answer_reask/{dataset}/{llm}.log",
         benchmark="benchmarks/out/answer_reask/{dataset}/{llm}.tsv",
     )
@@ -184,18 +164,6 @@ if PLAN.reask:
             ANSWER_REASK["log"],
         benchmark:
             ANSWER_REASK["benchmark"]
-        wildcard_constraints:
-            dataset=unsharded("answer_reask"),
-        priority: PRIORITY["answer_reask"]
+        priority: model_priority("answer_reask")
         resources:
             **model_resources("answer_reask"),
-
-    use rule answer_reask as answer_reask_part with:
-        output:
-            **in_part(ANSWER_REASK["output"]),
-        log:
-            in_part(ANSWER_REASK["log"]),
-        benchmark:
-            in_part(ANSWER_REASK["benchmark"])
-        wildcard_constraints:
-            dataset=sharded("answer_reask"),

@@ -4,12 +4,12 @@
 
 rule gold_sets:
     input:
-        candidates=CANDIDATES,
+        candidates=CANDIDATES_TABLE,
         none=fill(ANSWERS, context="none"),
         single=fill(ANSWERS, context="single"),
     output:
-        gold_C=fill(GOLD, candidates="C"),
-        gold_U=fill(GOLD, candidates="U"),
+        gold_C=fill(GOLD, pool="C"),
+        gold_U=fill(GOLD, pool="U"),
         known=KNOWN,
     log:
         "logs/gold_sets/{dataset}/{llm}.log",

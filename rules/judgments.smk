@@ -6,31 +6,19 @@
 # perplexity in one model session: a job's start (loading a model, starting an engine) costs more
 # than many of its calls. Adding a method reruns it; the store serves every call already made.
 
+from llm_utility.method.answers import gold_context
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-# The pseudo-answers some methods need, named by their answer context (topk, topk_think).
-judge_inputs = lambda methods: answers_named(PLAN.pseudo_contexts(methods))
+# --- shared by the rules below (input functions are lambdas: `snakemake --lint` wants no `def`
+# beside rules; a rule's own sit right above it) ----------------------------------------------------
 # A judge job's outputs, named by kind and method (read back with keyed_inputs).
 judge_outputs = lambda methods, rankings=(), perplexity=False: {
     **{input_key("judgments", m): fill(JUDGMENTS, method=m) for m in methods},
     **{input_key("rankings", m): fill(RANKINGS, method=m) for m in rankings},
     **({"perplexity": PERPLEXITY} if perplexity else {}),
 }
-# The judgment tables behind the selected_* contexts (pattern in {dataset}), and the LLM's own
-# rankings behind the reranked_* ones, named by context.
-SELECTION_TABLES = {
-    context: fill(JUDGMENTS, llm=source, method=method)
-    for context, (source, method) in PLAN.selection_sources().items()
-}
-RERANKED_TABLES = {
-    context: fill(RANKINGS, method=method)
-    for context, method in PLAN.reranked_sources().items()
-}
-
-
 # --- rules ----------------------------------------------------------------------------------------
 # The top-k answer with thinking on: the pseudo-answer "(T)" of Table 5 (thinking models only).
-ANSWER_THINKING = shardable(
+ANSWER_THINKING = model_rule_files(
     "answer_thinking",
     output=answers_named(["topk_think"]),
     log="logs/answer_thinking/{dataset}/{llm}.log",
@@ -45,31 +33,24 @@ use rule answer_candidates as answer_thinking with:
         ANSWER_THINKING["log"],
     benchmark:
         ANSWER_THINKING["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_thinking"),
-    priority: PRIORITY["answer_judgments"]
+    priority: model_priority("answer_thinking")
     resources:
         **model_resources("answer_thinking"),
     params:
-        spec=lambda wc: PLAN.thinking_answer_spec(wc.llm),
+        spec=lambda wc: MODEL_PLAN.thinking_answer_spec(wc.llm),
         synonyms=config["verdict_synonyms"],
 
 
-use rule answer_thinking as answer_thinking_part with:
-    output:
-        **in_part(ANSWER_THINKING["output"]),
-    log:
-        in_part(ANSWER_THINKING["log"]),
-    benchmark:
-        in_part(ANSWER_THINKING["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_thinking"),
+# The pseudo-answers some methods need, named by their answer context (topk, topk_think).
+judge_inputs = lambda methods: answers_named(MODEL_PLAN.pseudo_contexts(methods))
 
 
 # Selections with every configured method, the LLM's utility rankings and its perplexities.
-JUDGE_FILES = shardable(
+JUDGE_FILES = model_rule_files(
     "judge",
-    output=judge_outputs(PLAN.judge_methods, PLAN.model_rankings, perplexity=True),
+    output=judge_outputs(
+        MODEL_PLAN.judge_methods, MODEL_PLAN.model_rankings, perplexity=True
+    ),
     log="logs/judge/{dataset}/{llm}.log",
     benchmark="benchmarks/out/judge/{dataset}/{llm}.tsv",
 )
@@ -77,19 +58,17 @@ JUDGE_FILES = shardable(
 
 rule judge:
     input:
-        unpack(lambda wc: judge_inputs(PLAN.judge_methods)),
+        unpack(lambda wc: judge_inputs(MODEL_PLAN.judge_methods)),
         **MODEL_JOB_INPUTS,
         topk=fill(ANSWERS, context="topk"),
-        gold_U=fill(GOLD, candidates="U"),
+        gold_U=fill(GOLD, pool="U"),
     output:
         **JUDGE_FILES["output"],
     log:
         JUDGE_FILES["log"],
     benchmark:
         JUDGE_FILES["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("judge"),
-    priority: PRIORITY["judge"]
+    priority: model_priority("judge")
     conda:
         llm_conda_env
     threads: llm_threads
@@ -97,28 +76,17 @@ rule judge:
         **model_resources("judge"),
     params:
         spec=llm_spec,
-        max_new_tokens=PLAN.judge_max_new_tokens(),
+        max_new_tokens=MODEL_PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
     script:
         "../workflow/scripts/judge.py"
 
 
-use rule judge as judge_part with:
-    output:
-        **in_part(JUDGE_FILES["output"]),
-    log:
-        in_part(JUDGE_FILES["log"]),
-    benchmark:
-        in_part(JUDGE_FILES["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("judge"),
-
-
 # The selections with thinking on (Table 5), for models with a thinking switch.
-JUDGE_THINKING = shardable(
+JUDGE_THINKING = model_rule_files(
     "judge_thinking",
-    output=judge_outputs(PLAN.thinking_methods),
+    output=judge_outputs(MODEL_PLAN.thinking_methods),
     log="logs/judge_thinking/{dataset}/{llm}.log",
     benchmark="benchmarks/out/judge_thinking/{dataset}/{llm}.tsv",
 )
@@ -126,7 +94,7 @@ JUDGE_THINKING = shardable(
 
 use rule judge as judge_thinking with:
     input:
-        unpack(lambda wc: judge_inputs(PLAN.thinking_methods)),
+        unpack(lambda wc: judge_inputs(MODEL_PLAN.thinking_methods)),
         **MODEL_JOB_INPUTS,
     output:
         **JUDGE_THINKING["output"],
@@ -134,33 +102,21 @@ use rule judge as judge_thinking with:
         JUDGE_THINKING["log"],
     benchmark:
         JUDGE_THINKING["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("judge_thinking"),
+    priority: model_priority("judge_thinking")
     resources:
         **model_resources("judge_thinking"),
     params:
-        spec=lambda wc: PLAN.thinking_spec(wc.llm),
-        max_new_tokens=PLAN.judge_max_new_tokens(),
+        spec=lambda wc: MODEL_PLAN.thinking_spec(wc.llm),
+        max_new_tokens=MODEL_PLAN.judge_max_new_tokens(),
         rankings=RANK,
         max_queries=JUDGE["max_queries"],
-
-
-use rule judge_thinking as judge_thinking_part with:
-    output:
-        **in_part(JUDGE_THINKING["output"]),
-    log:
-        in_part(JUDGE_THINKING["log"]),
-    benchmark:
-        in_part(JUDGE_THINKING["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("judge_thinking"),
 
 
 # The retrieval order as a ranking: the baseline of Table 4 (no model).
 rule rank_retriever:
     input:
         queries=QUERIES,
-        candidates=CANDIDATES,
+        candidates=CANDIDATES_TABLE,
     output:
         ranking=fill(RANKINGS, method="retriever"),
     log:
@@ -176,12 +132,24 @@ rule rank_retriever:
         "../workflow/scripts/rank_retriever.py"
 
 
+# The judgment tables behind the selected_* contexts (pattern in {dataset}), and the LLM's own
+# rankings behind the reranked_* ones, named by context.
+SELECTION_TABLES = {
+    context: fill(JUDGMENTS, llm=source, method=method)
+    for context, (source, method) in MODEL_PLAN.selection_sources().items()
+}
+RERANKED_TABLES = {
+    context: fill(RANKINGS, method=method)
+    for context, method in MODEL_PLAN.reranked_sources().items()
+}
 # RAG with judgments: every rag method's selections of every LLM (Table 3: its own; Figure 9: the
 # others') and the top passages of its own rag rankings (Table 7). An empty selection is the
 # no-passage call, a one-passage one a single call: the store serves both.
-ANSWER_JUDGMENTS = shardable(
+ANSWER_JUDGMENTS = model_rule_files(
     "answer_judgments",
-    output=answers_named(PLAN.selected_contexts() + PLAN.reranked_contexts()),
+    output=answers_named(
+        MODEL_PLAN.selected_contexts() + MODEL_PLAN.reranked_contexts()
+    ),
     log="logs/answer_judgments/{dataset}/{llm}.log",
     benchmark="benchmarks/out/answer_judgments/{dataset}/{llm}.tsv",
 )
@@ -201,33 +169,20 @@ use rule answer_candidates as answer_judgments with:
         ANSWER_JUDGMENTS["log"],
     benchmark:
         ANSWER_JUDGMENTS["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_judgments"),
-    priority: PRIORITY["answer_judgments"]
+    priority: model_priority("answer_judgments")
     resources:
         **model_resources("answer_judgments"),
-
-
-use rule answer_judgments as answer_judgments_part with:
-    output:
-        **in_part(ANSWER_JUDGMENTS["output"]),
-    log:
-        in_part(ANSWER_JUDGMENTS["log"]),
-    benchmark:
-        in_part(ANSWER_JUDGMENTS["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_judgments"),
 
 
 # Each LLM's gold sets as TREC qrels, so any retriever's run can be scored by LLM-specific utility.
 rule qrels:
     input:
         gold=GOLD,
-        candidates=CANDIDATES,
+        candidates=CANDIDATES_TABLE,
     output:
         qrels=QRELS,
     log:
-        "logs/qrels/{dataset}/{llm}/{candidates}.log",
+        "logs/qrels/{dataset}/{llm}/{pool}.log",
     localrule: True
     conda:
         BASE_ENV

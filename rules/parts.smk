@@ -1,42 +1,45 @@
-# Query shards: the gather of every model rule that opts in (rules/common.smk, `shardable`). Where a
-# dataset gives a rule n > 1 shards (datasets.<name>.shards: n, or {<rule>: n}), the rule runs as
-# `<rule>_part`, one job per part (1-of-n, ...), writing under results/{dataset}/parts/{part}/;
-# `<rule>_gather` concatenates the parts' tables, in part order, into the paths one unsharded job
-# writes, which every consumer reads unchanged. Where the rule has 1 shard there is no gather job
-# (its `dataset` constraint matches only the datasets where this rule is sharded).
+# Query parts of the model jobs (docs/architecture.md, "Query parts"). Where a dataset gives a model
+# rule n > 1 parts (datasets.<name>.shards, a count or one per rule), it runs once per part, writing
+# under results/{dataset}/parts/<i>-of-<n>/ (its `part_dir` wildcard), and `<rule>_gather`
+# (rules/gather.smk) concatenates the parts' tables, in part order, into the paths one job writes
+# where the dataset is not split (`part_dir` empty), which every consumer reads unchanged. So there
+# is one rule per model stage, and a config without parts has no gather job.
+
+# Each model rule's file patterns (output, log, benchmark), for its gather and the cost table.
+MODEL_RULE_FILES = {}
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-# Every part of every output, named <part>/<output name> (gather_parts.py reads them in part order).
-gather_inputs = lambda rule, outputs: lambda wc: {
-    f"{part}/{key}": fill(in_part(pattern), part=part, **dict(wc.items()))
-    for key, pattern in outputs.items()
-    for part in PLAN.parts(wc.dataset, rule)
-}
-# A rule's parts of a dataset (a factory: a lambda in the loop below would see only the last rule).
-parts_of = lambda rule: lambda wc: PLAN.parts(wc.dataset, rule)
+def in_part(pattern):
+    """A dataset's path pattern (or a mapping of them) with the query part folder after the
+    dataset's: .../{dataset}/{part_dir}..., the whole dataset's path when `part_dir` is empty.
+    """
+    if isinstance(pattern, dict):
+        return {k: in_part(v) for k, v in pattern.items()}
+    if "{dataset}/" not in pattern:
+        raise ValueError(
+            f"{pattern}: a path in query parts needs a {{dataset}}/ folder"
+        )
+    return pattern.replace("{dataset}/", "{dataset}/{part_dir}", 1)
 
 
-# --- rules ----------------------------------------------------------------------------------------
-for _rule, _files in SHARDABLE.items():
+def whole_dataset(pattern):
+    """A pattern (or mapping) of a model rule's files as one job of the whole dataset writes them."""
+    if isinstance(pattern, dict):
+        return {k: whole_dataset(v) for k, v in pattern.items()}
+    return fill(pattern, part_dir="")
 
-    rule:
-        name:
-            f"{_rule}_gather"
-        input:
-            unpack(gather_inputs(_rule, _files["output"])),
-        output:
-            **_files["output"],
-        log:
-            _files["log"].replace("logs/", "logs/gather/", 1),
-        wildcard_constraints:
-            dataset=sharded(_rule),
-        localrule: True
-        conda:
-            BASE_ENV
-        resources:
-            **LIGHT,
-        params:
-            parts=parts_of(_rule),
-        script:
-            "../workflow/scripts/gather_parts.py"
+
+def model_rule_files(name, output, log, benchmark):
+    """Rule ``name``'s files (a row of the model rules table, llm_utility.workflow.model_rules): in
+    query parts when its row says it may run in them. Registered for its gather and the cost table.
+    """
+    files = {"output": output, "log": log, "benchmark": benchmark}
+    if model_rule(name).query_parts:
+        files = {kind: in_part(pattern) for kind, pattern in files.items()}
+    MODEL_RULE_FILES[name] = files
+    return files
+
+
+def sharded(rule):
+    """The datasets where ``rule`` runs in query parts (a constraint)."""
+    return alternatives(MODEL_PLAN.sharded_datasets(rule))

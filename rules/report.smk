@@ -3,40 +3,8 @@
 # files its rule declares. Captions for `snakemake --report` live in report/<rule>.rst.
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-transfer_inputs = lambda wc: answers_inputs(
-    PLAN.transfer_figures[wc.figure]["datasets"],
-    lambda llm: ["human"]
-    + PLAN.gold_contexts(PLAN.transfer_figures[wc.figure]["candidates"]),
-)
-# Table 5: every thinking method and its counterpart, and the gold set (C), of each thinking pair.
-TABLE5_INPUTS = {
-    key: path
-    for d in DATASETS
-    for llm in PLAN.thinking_llms
-    for m in PLAN.table5_methods(d, llm)
-    for key, path in (
-        (
-            input_key("judgments", d, llm, m),
-            fill(JUDGMENTS, dataset=d, llm=llm, method=m),
-        ),
-        (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, candidates="C")),
-    )
-}
-
-
-# The explorer of one dataset: its candidates, each LLM's answers with no passage and with each
-# passage alone, gold sets, selections and rankings.
-explorer_inputs = lambda wc: {
-    "candidates": fill(CANDIDATES, dataset=wc.dataset),
-    **queries_inputs([wc.dataset]),
-    **answers_inputs([wc.dataset], lambda llm: ["none", "single"]),
-    **gold_inputs([wc.dataset]),
-    **keyed_per_llm(
-        "judgments", JUDGMENTS, [wc.dataset], lambda d, llm: JUDGE["methods"]
-    ),
-    **keyed_per_llm("rankings", RANKINGS, [wc.dataset], lambda d, llm: RANK["methods"]),
-}
+# Input functions are lambdas (`snakemake --lint` wants no `def` beside rules), each right above
+# the rule it serves.
 
 
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
@@ -44,7 +12,8 @@ rule table1:
     input:
         **answers_inputs(
             DATASETS,
-            lambda llm: PLAN.table1_contexts(llm) + PLAN.table1_reask_contexts(llm),
+            lambda llm: REPORT_PLAN.table1_contexts(llm)
+            + REPORT_PLAN.table1_reask_contexts(llm),
         ),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
@@ -58,8 +27,8 @@ rule table1:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
-        reask=PLAN.reask,
+        intervals=REPORT_PLAN.intervals(),
+        reask=MODEL_PLAN.reask,
     script:
         "../workflow/scripts/table1.py"
 
@@ -67,7 +36,7 @@ rule table1:
 # Beside Table 1: how often each model said nothing, per context (a silent model must be visible).
 rule empty_answers:
     input:
-        **answers_inputs(DATASETS, PLAN.empty_answers_contexts),
+        **answers_inputs(DATASETS, REPORT_PLAN.empty_answers_contexts),
     output:
         **table_outputs("empty_answers", formats=("csv", "md")),
     log:
@@ -85,8 +54,8 @@ rule empty_answers:
 rule table6:
     input:
         queries=expand(QUERIES, dataset=DATASETS),
-        passages=[fill(PASSAGES, corpus=PLAN.corpus_of(d)) for d in DATASETS],
-        coverage=expand(HUMAN_COVERAGE, dataset=PLAN.benchmarks),
+        passages=[fill(PASSAGES, corpus=DATA_PLAN.corpus_of(d)) for d in DATASETS],
+        coverage=expand(HUMAN_COVERAGE, dataset=DATA_PLAN.benchmarks),
     output:
         **table_outputs("table6"),
     log:
@@ -98,8 +67,8 @@ rule table6:
         **LIGHT,
     params:
         datasets=DATASETS,
-        corpora=[PLAN.corpus_of(d) for d in DATASETS],
-        with_coverage=PLAN.benchmarks,
+        corpora=[DATA_PLAN.corpus_of(d) for d in DATASETS],
+        with_coverage=DATA_PLAN.benchmarks,
     script:
         "../workflow/scripts/table6.py"
 
@@ -122,6 +91,13 @@ rule figure_topk:
         "../workflow/scripts/figure_topk.py"
 
 
+transfer_inputs = lambda wc: answers_inputs(
+    REPORT_PLAN.transfer_figures[wc.figure]["datasets"],
+    lambda llm: ["human"]
+    + MODEL_PLAN.gold_contexts(REPORT_PLAN.transfer_figures[wc.figure]["candidates"]),
+)
+
+
 rule figure_transfer:
     input:
         unpack(transfer_inputs),
@@ -130,14 +106,14 @@ rule figure_transfer:
     log:
         "logs/figure_transfer/{figure}.log",
     wildcard_constraints:
-        figure=alternatives(PLAN.transfer_figures),
+        figure=alternatives(REPORT_PLAN.transfer_figures),
     localrule: True
     conda:
         BASE_ENV
     resources:
         **LIGHT,
     params:
-        candidates=lambda wc: PLAN.transfer_figures[wc.figure]["candidates"],
+        candidates=lambda wc: REPORT_PLAN.transfer_figures[wc.figure]["candidates"],
         llms=LLMS,
         style=config["figures"],
     script:
@@ -146,7 +122,7 @@ rule figure_transfer:
 
 rule figure_overlap:
     input:
-        **gold_inputs(DATASETS, candidates=["U"]),
+        **gold_inputs(DATASETS, pools=["U"]),
         **queries_inputs(DATASETS),
     output:
         **figure_outputs("figure_overlap"),
@@ -181,7 +157,7 @@ rule table2:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note="",
     script:
         "../workflow/scripts/selection_table.py"
@@ -189,7 +165,7 @@ rule table2:
 
 rule table3:
     input:
-        **answers_inputs(DATASETS, PLAN.table3_contexts),
+        **answers_inputs(DATASETS, REPORT_PLAN.table3_contexts),
         **known_inputs(),
         # The selections behind the selected_* rows, for their genuine/unparsed/echo shares.
         **keyed_per_llm(
@@ -205,7 +181,7 @@ rule table3:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
     script:
         "../workflow/scripts/rag_table.py"
 
@@ -224,10 +200,26 @@ rule table4:
     resources:
         **LIGHT,
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         k=RANK["k"],
     script:
         "../workflow/scripts/table4.py"
+
+
+# Table 5: every thinking method and its counterpart, and the gold set (C), of each thinking pair.
+TABLE5_INPUTS = {
+    key: path
+    for d in DATASETS
+    for llm in MODEL_PLAN.thinking_llms
+    for m in REPORT_PLAN.table5_methods(d, llm)
+    for key, path in (
+        (
+            input_key("judgments", d, llm, m),
+            fill(JUDGMENTS, dataset=d, llm=llm, method=m),
+        ),
+        (input_key("gold", d, llm), fill(GOLD, dataset=d, llm=llm, pool="C")),
+    )
+}
 
 
 use rule table2 as table5 with:
@@ -238,17 +230,17 @@ use rule table2 as table5 with:
     log:
         "logs/table5.log",
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note=(
             ""
-            if PLAN.thinking_llms
+            if MODEL_PLAN.thinking_llms
             else "No configured LLM has a thinking switch (llms.<name>.can_think): nothing to compare."
         ),
 
 
 use rule table3 as table7 with:
     input:
-        **answers_inputs(DATASETS, lambda llm: PLAN.table7_contexts()),
+        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.table7_contexts()),
         **known_inputs(),
     output:
         **table_outputs("table7"),
@@ -262,7 +254,7 @@ use rule table2 as table8 with:
             "judgments",
             JUDGMENTS,
             DATASETS,
-            lambda d, llm: PLAN.known_rejection_methods,
+            lambda d, llm: REPORT_PLAN.known_rejection_methods,
         ),
         **gold_C_inputs(),
         **known_inputs(),
@@ -271,17 +263,17 @@ use rule table2 as table8 with:
     log:
         "logs/table8.log",
     params:
-        intervals=PLAN.intervals(),
+        intervals=REPORT_PLAN.intervals(),
         note=(
             ""
-            if PLAN.known_rejection_methods
+            if REPORT_PLAN.known_rejection_methods
             else "Known-rejection needs listwise_pa and listwise_pa_reject in judgments.methods."
         ),
 
 
 rule figure_selection_transfer:
     input:
-        **answers_inputs(DATASETS, lambda llm: PLAN.figure9_contexts()),
+        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.figure9_contexts()),
     output:
         **figure_outputs("figure_selection_transfer"),
     log:
@@ -293,7 +285,7 @@ rule figure_selection_transfer:
         **LIGHT,
     params:
         llms=LLMS,
-        method=PLAN.figure9_method,
+        method=REPORT_PLAN.figure9_method,
         style=config["figures"],
     script:
         "../workflow/scripts/figure_selection_transfer.py"
@@ -320,6 +312,20 @@ rule figure_perplexity:
 
 
 # --- the examples behind the numbers ---------------------------------------------------------------
+# The explorer of one dataset: its candidates, each LLM's answers with no passage and with each
+# passage alone, gold sets, selections and rankings.
+explorer_inputs = lambda wc: {
+    "candidates": fill(CANDIDATES_TABLE, dataset=wc.dataset),
+    **queries_inputs([wc.dataset]),
+    **answers_inputs([wc.dataset], lambda llm: ["none", "single"]),
+    **gold_inputs([wc.dataset]),
+    **keyed_per_llm(
+        "judgments", JUDGMENTS, [wc.dataset], lambda d, llm: JUDGE["methods"]
+    ),
+    **keyed_per_llm("rankings", RANKINGS, [wc.dataset], lambda d, llm: RANK["methods"]),
+}
+
+
 rule explorer:
     input:
         unpack(explorer_inputs),

@@ -11,19 +11,14 @@ if any(r["gpu"] for r in config["retrievers"].values()):
     os.environ.setdefault("CONDA_OVERRIDE_CUDA", "12.8")
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
-embedding_shards = lambda wc: expand(
-    EMBEDDINGS,
-    corpus=wc.corpus,
-    retriever=wc.retriever,
-    shard=range(retriever_cfg(wc)["shards"]),
-)
+# --- shared by the rules below (input functions are lambdas: `snakemake --lint` wants no `def`
+# beside rules; a rule's own sit right above it) ----------------------------------------------------
 # The index of the corpus of the dataset being retrieved for, by the retriever being run.
 index_of_run = lambda pattern: lambda wc: fill(
     pattern, corpus=corpus_of(wc), retriever=wc.retriever
 )
-DENSE = alternatives(PLAN.dense_retrievers)
-LEXICAL = alternatives(PLAN.bm25_retrievers)
+DENSE = alternatives(DATA_PLAN.dense_retrievers)
+LEXICAL = alternatives(DATA_PLAN.bm25_retrievers)
 
 
 # --- rules ----------------------------------------------------------------------------------------
@@ -46,7 +41,7 @@ rule materialize_retriever:
     resources:
         **RESOURCES["download"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         weights_dir=lambda wc: weights_dir(RETRIEVER_WEIGHTS, retriever=wc.retriever),
     script:
         "../workflow/scripts/materialize_retriever.py"
@@ -59,9 +54,9 @@ rule encode_corpus_shard:
     output:
         embeddings=EMBEDDINGS,
     log:
-        "logs/encode_corpus_shard/{corpus}/{retriever}/{shard}.log",
+        "logs/encode_corpus_shard/{corpus}/{retriever}/{corpus_shard}.log",
     benchmark:
-        "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{shard}.tsv"
+        "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{corpus_shard}.tsv"
     wildcard_constraints:
         retriever=DENSE,
     conda:
@@ -71,10 +66,18 @@ rule encode_corpus_shard:
         **RESOURCES["encode"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
+        encoder=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         n_shards=lambda wc: retriever_cfg(wc)["shards"],
     script:
         "../workflow/scripts/encode_corpus_shard.py"
+
+
+embedding_shards = lambda wc: expand(
+    EMBEDDINGS,
+    corpus=wc.corpus,
+    retriever=wc.retriever,
+    corpus_shard=range(retriever_cfg(wc)["shards"]),
+)
 
 
 rule build_index:
@@ -118,7 +121,7 @@ rule retrieve:
         "logs/retrieve/{dataset}/{retriever}.log",
     wildcard_constraints:
         retriever=DENSE,
-    priority: PRIORITY["retrieve"]
+    priority: RETRIEVE_PRIORITY
     conda:
         encoder_conda_env
     threads: 8
@@ -126,9 +129,9 @@ rule retrieve:
         **RESOURCES["retrieve"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
-        encoder=lambda wc: PLAN.retriever_spec(wc.retriever),
+        encoder=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
         # The dataset's own retriever to the top-k (the candidates C); another to runs.depth.
-        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
+        depth=lambda wc: DATA_PLAN.run_depth(wc.dataset, wc.retriever),
     script:
         "../workflow/scripts/retrieve.py"
 
@@ -150,7 +153,7 @@ rule bm25_index:
     resources:
         **RESOURCES["bm25"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
     script:
         "../workflow/scripts/bm25_index.py"
 
@@ -166,14 +169,14 @@ rule retrieve_bm25:
         "logs/retrieve_bm25/{dataset}/{retriever}.log",
     wildcard_constraints:
         retriever=LEXICAL,
-    priority: PRIORITY["retrieve"]
+    priority: RETRIEVE_PRIORITY
     conda:
         BASE_ENV
     resources:
         **RESOURCES["retrieve"],
     params:
-        spec=lambda wc: PLAN.retriever_spec(wc.retriever),
-        depth=lambda wc: PLAN.run_depth(wc.dataset, wc.retriever),
+        spec=lambda wc: DATA_PLAN.retriever_spec(wc.retriever),
+        depth=lambda wc: DATA_PLAN.run_depth(wc.dataset, wc.retriever),
     script:
         "../workflow/scripts/retrieve_bm25.py"
 
@@ -185,7 +188,7 @@ rule retrieval_table:
         **{
             input_key("runs", d, run): fill(RUN_TOPK, dataset=d, run=run)
             for d in DATASETS
-            for run in PLAN.runs_of(d)
+            for run in DATA_PLAN.runs_of(d)
         },
     output:
         **table_outputs("retrieval_table", formats=("csv", "md")),
@@ -197,6 +200,6 @@ rule retrieval_table:
         **LIGHT,
     params:
         top_k=config["top_k"],
-        pool_runs={d: PLAN.pool_retriever(d) for d in DATASETS},
+        pool_runs={d: DATA_PLAN.pool_retriever(d) for d in DATASETS},
     script:
         "../workflow/scripts/retrieval_table.py"

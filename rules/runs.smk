@@ -4,32 +4,24 @@
 # dataset, LLM and run), and whether each judge's metric predicts those answers.
 
 
-# --- input functions (lambdas: `snakemake --lint` wants no `def` beside rules) --------------------
+# --- shared by the rules below (input functions are lambdas: `snakemake --lint` wants no `def`
+# beside rules; a rule's own sit right above it) ----------------------------------------------------
 # A run's file: a retriever's run table, or the TREC run file named in config (or dropped in).
 run_file = lambda dataset, run: (
-    fill(RUN, dataset=dataset, retriever=PLAN.runs_of(dataset)[run][1])
-    if PLAN.runs_of(dataset)[run][0] == "retriever"
-    else PLAN.runs_of(dataset)[run][1]
+    fill(RUN, dataset=dataset, retriever=DATA_PLAN.runs_of(dataset)[run][1])
+    if DATA_PLAN.runs_of(dataset)[run][0] == "retriever"
+    else DATA_PLAN.runs_of(dataset)[run][1]
 )
 RUN_FILES = {
     input_key("runs", d, run): run_file(d, run)
     for d in DATASETS
-    for run in PLAN.runs_of(d)
+    for run in DATA_PLAN.runs_of(d)
 }
 QRELS_INPUTS = {
-    input_key("qrels", d, llm, pool): fill(QRELS, dataset=d, llm=llm, candidates=pool)
+    input_key("qrels", d, llm, pool): fill(QRELS, dataset=d, llm=llm, pool=pool)
     for d in DATASETS
     for llm in LLMS
     for pool in ("C", "U")
-}
-# The LLM's answers with each run's top-k: the configured retriever's is the topk answer itself.
-RUN_ANSWERS = {
-    input_key("answers", d, llm, run): fill(
-        ANSWERS, dataset=d, llm=llm, context=PLAN.run_answer_context(d, run)
-    )
-    for d in DATASETS
-    for llm in LLMS
-    for run in PLAN.runs_of(d)
 }
 
 
@@ -57,7 +49,7 @@ rule run_topk:
 
 # RAG with another run's top-k: one job per (dataset, LLM, run), one call per query, through the
 # generation store (a query the run ranks nothing for gets the no-passage call, which it serves).
-ANSWER_RUN = shardable(
+ANSWER_RUN = model_rule_files(
     "answer_run",
     output={"answers": fill(ANSWERS, context="run_{run}")},
     log="logs/answer_run/{dataset}/{llm}/{run}.log",
@@ -75,9 +67,7 @@ rule answer_run:
         ANSWER_RUN["log"],
     benchmark:
         ANSWER_RUN["benchmark"]
-    wildcard_constraints:
-        dataset=unsharded("answer_run"),
-    priority: PRIORITY["answer_gold"]
+    priority: model_priority("answer_run")
     conda:
         llm_conda_env
     threads: llm_threads
@@ -88,17 +78,6 @@ rule answer_run:
         synonyms=config["verdict_synonyms"],
     script:
         "../workflow/scripts/answer_run.py"
-
-
-use rule answer_run as answer_run_part with:
-    output:
-        **in_part(ANSWER_RUN["output"]),
-    log:
-        in_part(ANSWER_RUN["log"]),
-    benchmark:
-        in_part(ANSWER_RUN["benchmark"])
-    wildcard_constraints:
-        dataset=sharded("answer_run"),
 
 
 # Every run scored by every judge: NDCG@k, Recall@k (with intervals), Judged@k, condensed lists.
@@ -119,11 +98,22 @@ rule external_runs:
         **LIGHT,
     params:
         k=config["top_k"],
-        pool_runs={d: PLAN.pool_retriever(d) for d in DATASETS},
-        intervals=PLAN.intervals(),
+        pool_runs={d: DATA_PLAN.pool_retriever(d) for d in DATASETS},
+        intervals=REPORT_PLAN.intervals(),
         style=config["figures"],
     script:
         "../workflow/scripts/external_runs.py"
+
+
+# The LLM's answers with each run's top-k: the configured retriever's is the topk answer itself.
+RUN_ANSWERS = {
+    input_key("answers", d, llm, run): fill(
+        ANSWERS, dataset=d, llm=llm, context=MODEL_PLAN.run_answer_context(d, run)
+    )
+    for d in DATASETS
+    for llm in LLMS
+    for run in DATA_PLAN.runs_of(d)
+}
 
 
 # Does a judge's metric of a run's top-k predict the LLM's answer with it? Per query (AUC,
@@ -147,6 +137,6 @@ rule qrels_agreement:
         **LIGHT,
     params:
         k=config["top_k"],
-        bootstrap=PLAN.bootstrap(),
+        bootstrap=REPORT_PLAN.bootstrap(),
     script:
         "../workflow/scripts/qrels_agreement.py"

@@ -137,7 +137,7 @@ def test_downloads_and_materializations_stay_on_the_machine_with_network(paper):
     local = {job.rule.name for job in paper.jobs if job.rule.name in paper.workflow._localrules}
     assert {"download_data", "materialize_model", "materialize_retriever"} <= local
     # ... and nothing that needs a GPU or hours of CPU does.
-    assert not local & {"encode_corpus_shard", "build_index", "retrieve", "answer_candidates", "judge", "prepare_corpus", "answer_candidates_part", "judge_part"}
+    assert not local & {"encode_corpus_shard", "build_index", "retrieve", "answer_candidates", "judge", "prepare_corpus"}
 
 
 @pytest.mark.slow
@@ -213,7 +213,7 @@ def test_the_paper_profile_is_the_paper_run_in_one_command():
     # The command as documented, with conda swapped for env-modules (no conda here): the paper DAG.
     launched = _dry_run_jobs("--profile", "profiles/paper", "--sdm", "env-modules")
     assert sorted(j["rule"] for j in launched) == sorted(j["rule"] for j in plain)
-    assert any(j["rule"] in ("judge", "judge_part") and "llm=qwen3-32b" in j["wildcards"] and j["resources"]["gpu"] == "2" for j in launched)
+    assert any(j["rule"] == "judge" and "llm=qwen3-32b" in j["wildcards"] and j["resources"]["gpu"] == "2" for j in launched)
     if shutil.which("conda") is None:
         # Without the swap the profile's own deployment method is used: conda, which is missing here.
         out = subprocess.run(snakemake_cmd("-n", "--profile", "profiles/paper"), cwd=REPO, capture_output=True, text=True, timeout=300)

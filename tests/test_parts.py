@@ -12,9 +12,26 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from llm_utility.workflow import Plan, check_config, estimates
-from llm_utility.workflow.parts import SHARDABLE_RULES, parse_part, part_bounds, part_name, part_names, query_part
+from llm_utility.workflow import estimates
+from llm_utility.workflow.checks import check_config
+from llm_utility.workflow.data_plan import DataPlan
+from llm_utility.workflow.model_plan import ModelPlan
+from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, QUERY_PART_RULES, all_parts, model_jobs
+from llm_utility.workflow.parts import (
+    job_wildcards,
+    parse_part,
+    part_bounds,
+    part_dir,
+    part_name,
+    part_names,
+    part_of_dir,
+    query_part,
+)
 from workflow_runner import REPO
+
+
+def model_plan(config: dict) -> ModelPlan:
+    return ModelPlan(DataPlan(config))
 
 
 def _config(name: str) -> dict:
@@ -52,36 +69,47 @@ def test_part_names_and_errors():
         query_part(["a", "b", "c"], 1, 4, key="datasets.nq.shards")
 
 
+def test_a_part_s_folder_in_paths_and_wildcards():
+    """A model job's `part_dir` wildcard: its part's folder, empty for the whole dataset."""
+    assert part_dir("2-of-4") == "parts/2-of-4/" and part_dir(None) == ""
+    assert part_of_dir("parts/2-of-4/") == "2-of-4" and part_of_dir("") is None
+    with pytest.raises(ValueError, match="not a part folder"):
+        part_of_dir("2-of-4")
+    # As the plan lists jobs: the part by its name, nothing for the whole dataset.
+    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": "parts/1-of-2/"}) == {"dataset": "nq", "llm": "q", "part": "1-of-2"}
+    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": ""}) == {"dataset": "nq", "llm": "q"}
+
+
 def test_a_config_s_parts_and_part_jobs():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = 3
-    plan = Plan(cfg)
+    plan = model_plan(cfg)
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.unsharded_datasets("judge") == ["wf-single", "wf-claims"]
     assert plan.parts("wf-twohop", "judge") == ["1-of-3", "2-of-3", "3-of-3"] and plan.parts("wf-single", "judge") == []
-    unsharded = Plan(_config("config.yaml")).model_jobs()
-    jobs = plan.model_jobs()
+    unsharded = model_jobs(model_plan(_config("config.yaml")))
+    jobs = model_jobs(plan)
     # Every job of the sharded dataset three times, one per part; the others as they were.
     twohop = [(r, wc) for r, wc in unsharded if wc.get("dataset") == "wf-twohop"]
     assert len(jobs) == len(unsharded) + 2 * len(twohop)
     assert [(r, wc) for r, wc in jobs if "part" not in wc] == [(r, wc) for r, wc in unsharded if wc.get("dataset") != "wf-twohop"]
     assert ("judge", {"dataset": "wf-twohop", "llm": "smollm2-135m", "part": "2-of-3"}) in jobs
     # The scheduling keys never reach a job's params (setting them reruns nothing).
-    assert "shards" not in plan.dataset_spec("wf-twohop") and "prefill_tokens_per_s" not in plan.llm_spec("smollm2-135m")
+    assert "shards" not in plan.data.dataset_spec("wf-twohop") and "prefill_tokens_per_s" not in plan.llm_spec("smollm2-135m")
 
 
 def test_shards_per_rule():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = {"default": 2, "judge": 4, "answer_run": 1}
     cfg["datasets"]["wf-single"]["shards"] = {"answer_gold": 3}  # default: 1
-    plan = Plan(cfg)
-    assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates", "judge_part")] == [4, 1, 2, 4]
+    plan = model_plan(cfg)
+    assert [plan.shards("wf-twohop", r) for r in ("judge", "answer_run", "answer_candidates")] == [4, 1, 2]
     assert [plan.shards("wf-single", r) for r in ("answer_gold", "answer_reask", "judge")] == [3, 1, 1]
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.sharded_datasets("answer_run") == []
     assert plan.sharded_datasets("answer_gold") == ["wf-single", "wf-twohop"]
     assert plan.unsharded_datasets("answer_gold") == ["wf-claims"]
-    assert plan.all_parts == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
-    base = Plan(_config("config.yaml")).model_jobs()
-    jobs = plan.model_jobs()
+    assert all_parts(plan) == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
+    base = model_jobs(model_plan(_config("config.yaml")))
+    jobs = model_jobs(plan)
 
     def count(rule, dataset):
         return sum(1 for r, wc in jobs if r == rule and wc["dataset"] == dataset), sum(
@@ -92,15 +120,15 @@ def test_shards_per_rule():
     assert count("answer_candidates", "wf-twohop") == (2 * 2, 2) and count("judge", "wf-single") == (2, 2)
     assert count("answer_gold", "wf-single") == (3 * 2, 2) and count("answer_reask", "wf-single") == (2, 2)
     assert ("answer_run", {"dataset": "wf-twohop", "llm": "smollm2-135m", "run": "bm25"}) in jobs
-    assert plan.shards_key("wf-twohop", "judge_part") == "datasets.wf-twohop.shards.judge"
+    assert plan.shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards.judge"
     assert plan.shards_key("wf-twohop", "answer_gold") == "datasets.wf-twohop.shards.default"
-    assert Plan(_config("config.yaml")).shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards"
+    assert model_plan(_config("config.yaml")).shards_key("wf-twohop", "judge") == "datasets.wf-twohop.shards"
     # An integer and a mapping of only a default are the same plan.
     cfg["datasets"]["wf-single"]["shards"] = {"default": 3}
     cfg["datasets"]["wf-twohop"]["shards"] = 3
     other = _config("config.yaml")
     other["datasets"]["wf-single"]["shards"], other["datasets"]["wf-twohop"]["shards"] = 3, {"default": 3}
-    assert Plan(cfg).model_jobs() == Plan(other).model_jobs()
+    assert model_jobs(model_plan(cfg)) == model_jobs(model_plan(other))
 
 
 @pytest.mark.parametrize("shards, message", [
@@ -125,17 +153,19 @@ def test_the_schema_refuses_shards_that_are_not_counts(shards):
         validate(cfg, str(REPO / "config" / "schema.yaml"))
 
 
-def test_the_schema_names_every_shardable_rule():
-    """The schema's description lists the keys a shards mapping takes; the rules register exactly
-    these (rules/common.smk's `shardable` refuses others)."""
+def test_the_model_rules_that_run_in_query_parts():
+    """The keys a shards mapping takes are the model rules table's rules that run in query parts (the
+    schema's description says where they are listed, and which one does not); every model rule
+    registers its files (rules/parts.smk: `model_rule_files`, which refuses a rule missing from the
+    table)."""
     schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
-    description = schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"]
-    keys = description.split("(keys: ")[1].split(";")[0].split(", ")
-    assert keys == ["default", *SHARDABLE_RULES]
+    description = " ".join(schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"].split())
+    assert "llm_utility.workflow.model_rules" in description
+    assert set(MODEL_RULE_NAMES) - set(QUERY_PART_RULES) == {"materialize_model"} and "but materialize_model" in description
     registered = set()
     for path in (REPO / "rules").glob("*.smk"):
-        registered |= set(re.findall(r'shardable\(\s*"(\w+)"', path.read_text()))
-    assert registered == set(SHARDABLE_RULES)
+        registered |= set(re.findall(r'model_rule_files\(\s*"(\w+)"', path.read_text()))
+    assert registered == set(MODEL_RULE_NAMES)
 
 
 def test_more_shards_than_known_queries_is_a_config_error():
@@ -146,18 +176,18 @@ def test_more_shards_than_known_queries_is_a_config_error():
 
 
 def test_expected_queries():
-    plan = Plan(_config("paper.yaml"))
-    assert {d: plan.expected_queries(d) for d in plan.datasets} == {
+    plan = model_plan(_config("paper.yaml"))
+    assert {d: plan.data.expected_queries(d) for d in plan.datasets} == {
         "nq": 2837, "triviaqa": 5359, "hotpotqa": 5600, "2wikiqa": 12576, "msmarco-fqa": 3199, "fever": 10245,
     }
     cfg = _config("paper.yaml")
     cfg["datasets"]["nq"]["limit"] = 200
     cfg["datasets"]["fever"]["expected_queries"] = 99
     del cfg["datasets"]["msmarco-fqa"]["ranking_queries"], cfg["datasets"]["msmarco-fqa"]["ranking_qrels"]
-    plan = Plan(cfg)
-    assert plan.expected_queries("nq") == 200 and plan.expected_queries("fever") == 99
-    assert plan.expected_queries("msmarco-fqa") is None  # the whole QnA dev set: size unknown here
-    assert Plan(_config("config.yaml")).expected_queries("wf-single") == 10
+    plan = model_plan(cfg)
+    assert plan.data.expected_queries("nq") == 200 and plan.data.expected_queries("fever") == 99
+    assert plan.data.expected_queries("msmarco-fqa") is None  # the whole QnA dev set: size unknown here
+    assert model_plan(_config("config.yaml")).data.expected_queries("wf-single") == 10
 
 
 def _tiny_paper() -> dict:
@@ -178,7 +208,7 @@ def _tiny_paper() -> dict:
 
 
 def test_expected_seconds_by_hand():
-    plan = Plan(_tiny_paper())
+    plan = model_plan(_tiny_paper())
     # Answer prompts: 68 + n x (100 + 2) tokens with n passages; answers capped at 64 tokens.
     # answer_candidates per query: none (68), 5 single (170 each: U = 4 of C + 1 human), top-4 (476),
     # union of 5 (578), human (170): 68 + 850 + 476 + 578 + 170 = 2,142 prompt tokens, 9 x 64 = 576
@@ -205,14 +235,14 @@ def test_expected_seconds_by_hand():
     # With runtime_margin 3 (9,600 s), three shards of at most 946 queries (7,775 s).
     cfg = _tiny_paper()
     cfg["resources"]["runtime_margin"] = 3
-    assert estimates.shards_needed(Plan(cfg), "nq") == 3
-    assert estimates.longest_job(Plan(cfg), "nq", 3) == (pytest.approx(300 + 946 * 7.902), "answer_candidates", "qwen3-8b")
+    assert estimates.shards_needed(model_plan(cfg), "nq") == 3
+    assert estimates.longest_job(model_plan(cfg), "nq", 3) == (pytest.approx(300 + 946 * 7.902), "answer_candidates", "qwen3-8b")
     # The judge job's 12,428 s x 3 is 621 minutes: the runtime asked stops at the limit, 480.
-    assert estimates.runtime_minutes(Plan(cfg), "judge", {"dataset": "nq", "llm": "qwen3-8b"}) == 480
+    assert estimates.runtime_minutes(model_plan(cfg), "judge", {"dataset": "nq", "llm": "qwen3-8b"}) == 480
 
 
 def test_no_estimate_without_throughputs():
-    plan = Plan(_config("config.yaml"))
+    plan = model_plan(_config("config.yaml"))
     assert estimates.runtime_minutes(plan, "judge", {"dataset": "wf-single", "llm": "smollm2-135m"}) is None
     assert estimates.shards_needed(plan, "wf-single") is None
 
@@ -220,7 +250,7 @@ def test_no_estimate_without_throughputs():
 def test_shards_needed_per_rule():
     """Each rule's fewest shards: the dataset's is the most any rule needs; a long rule no longer
     multiplies the others."""
-    plan = Plan(_tiny_paper())
+    plan = model_plan(_tiny_paper())
     # answer_candidates (7.902 s per query: 22,718 s unsharded) needs 2 shards; judge (4.275 s per
     # query: 12,428 s) fits 19,200 s in one job; answer_gold_* and answer_judgments easily.
     assert estimates.shards_needed(plan, "nq", "answer_candidates") == 2
@@ -230,7 +260,7 @@ def test_shards_needed_per_rule():
     # Configured per rule: the longest job with the configured counts.
     cfg = _tiny_paper()
     cfg["datasets"]["nq"]["shards"] = {"answer_candidates": 2}
-    plan = Plan(cfg)
+    plan = model_plan(cfg)
     assert estimates.longest_job(plan, "nq") == (pytest.approx(300 + 2837 * 4.275), "judge", "qwen3-8b")
     row = estimates.shard_report(plan)[0]
     assert row["shards"]["answer_candidates"] == 2 and row["shards"]["judge"] == 1 == row["shards_needed"]["judge"]
@@ -242,7 +272,7 @@ def test_shards_needed_per_rule():
 def test_the_paper_config_s_shards_fit_the_limit():
     """config/paper.yaml's shards are, per (dataset, rule), the fewest that keep every expected job
     within resources.max_job_hours / margin: a default of 1 and the rules that need more."""
-    plan = Plan(_config("paper.yaml"))
+    plan = model_plan(_config("paper.yaml"))
     bound = plan.config["resources"]["max_job_hours"] * 3600 / plan.config["resources"]["runtime_margin"]
     for d in plan.datasets:
         spec = plan.config["datasets"][d]["shards"]
@@ -266,9 +296,9 @@ def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_p
     pl.DataFrame({"qid": [f"q{i}" for i in range(5)]}).write_parquet(queries)
 
     def job(part, shards):
-        wildcards = {"dataset": "d", **({"part": part} if part else {})}
+        wildcards = {"dataset": "d", "part_dir": part_dir(part)}
         return SimpleNamespace(
-            input=SimpleNamespace(queries=str(queries)), rule="judge_part" if part else "judge",
+            input=SimpleNamespace(queries=str(queries)), rule="judge",
             wildcards=SimpleNamespace(dataset="d", get=wildcards.get), config={"datasets": {"d": {"shards": shards}}},
         )
 

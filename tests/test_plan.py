@@ -1,4 +1,5 @@
-"""The workflow's plan (llm_utility.workflow.plan) on real configs, validated against the schema as
+"""The plans of the data, model and report stages (llm_utility.workflow.data_plan, model_plan,
+report.plan) on real configs, validated against the schema as
 the Snakefile validates them: which methods each judge job runs, the thinking pairs and Table 5's
 methods, the contexts each table reads, and which model jobs exist. Expected values are written out
 from the configs, not computed with the plan's own helpers."""
@@ -11,9 +12,20 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from llm_utility.workflow import Plan, check_config
-from llm_utility.workflow.plan import counterpart, paper_datasets_of
+from llm_utility.data.paper import paper_datasets_of
+from llm_utility.method.judgments import counterpart
+from llm_utility.report.plan import ReportPlan
+from llm_utility.workflow.checks import check_config
+from llm_utility.workflow.data_plan import DataPlan
+from llm_utility.workflow.model_plan import ModelPlan
+from llm_utility.workflow.model_rules import model_jobs
+from llm_utility.workflow.operational import results_config
 from workflow_runner import REPO
+
+
+def plans(config: dict) -> ReportPlan:
+    """The three plans of ``config``: the report's, its ``model`` plan and that one's ``data`` plan."""
+    return ReportPlan(ModelPlan(DataPlan(config)))
 
 
 def _config(name: str, **changes) -> dict:
@@ -30,48 +42,48 @@ def _config(name: str, **changes) -> dict:
 
 
 @pytest.fixture(scope="module")
-def demo() -> Plan:
-    return Plan(_config("config.yaml"))
+def demo() -> ReportPlan:
+    return plans(_config("config.yaml"))
 
 
 @pytest.fixture(scope="module")
-def paper() -> Plan:
-    return Plan(_config("paper.yaml"))
+def paper() -> ReportPlan:
+    return plans(_config("paper.yaml"))
 
 
 def test_demo_judge_jobs_and_no_thinking(demo):
     # methods [pointwise, pointwise_pa, listwise_pa, listwise_pa_reject] + rag [pointwise_pa, listwise_pa];
     # no demo model can think, so no counterpart joins and Table 5 reads nothing.
-    assert demo.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
-    assert demo.thinking_llms == [] and demo.thinking_pairs == []
-    assert all(demo.table5_methods(d, llm) == [] for d in demo.datasets for llm in demo.llms)
+    assert demo.model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
+    assert demo.model.thinking_llms == [] and demo.model.thinking_pairs == []
+    assert all(demo.table5_methods(d, llm) == [] for d in demo.datasets for llm in demo.model.llms)
     assert demo.known_rejection_methods == ["listwise_pa", "listwise_pa_reject"]
-    assert demo.model_rankings == ["listwise_pa", "likelihood", "attention"]  # retriever: no model
+    assert demo.model.model_rankings == ["listwise_pa", "likelihood", "attention"]  # retriever: no model
     assert demo.figure9_method == "listwise_pa"
-    assert demo.pseudo_contexts(demo.judge_methods) == ["topk"]
+    assert demo.model.pseudo_contexts(demo.model.judge_methods) == ["topk"]
 
 
 def test_paper_thinking_pairs_and_table5(paper):
     # One thinking model (qwen3-14b), on thinking_datasets [nq] only.
-    assert paper.thinking_pairs == [("nq", "qwen3-14b")]
+    assert paper.model.thinking_pairs == [("nq", "qwen3-14b")]
     assert paper.table5_methods("nq", "qwen3-14b") == [
         "pointwise", "pointwise_pa", "listwise", "listwise_pa",
         "pointwise_think", "pointwise_pa_think", "pointwise_pat_think", "listwise_think", "listwise_pa_think", "listwise_pat_think",
     ]
     assert paper.table5_methods("hotpotqa", "qwen3-14b") == [] and paper.table5_methods("nq", "qwen3-8b") == []
     # Table 2's methods, then the rag ones, then the counterparts Table 5 compares with (all already there).
-    assert paper.judge_methods == ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
-    assert paper.pseudo_contexts(paper.thinking_methods) == ["topk", "topk_think"]
+    assert paper.model.judge_methods == ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
+    assert paper.model.pseudo_contexts(paper.model.thinking_methods) == ["topk", "topk_think"]
 
 
 def test_counterparts_join_the_judge_job_only_where_a_model_thinks():
     cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think", "pointwise_pat_think"])
-    assert Plan(cfg).judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
+    assert plans(cfg).model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
     cfg = copy.deepcopy(cfg)
     cfg["llms"]["gemma3-270m"]["can_think"] = True
-    plan = Plan(cfg)
-    assert plan.thinking_pairs == [(d, "gemma3-270m") for d in ("wf-single", "wf-twohop", "wf-claims")]
-    assert plan.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject", "listwise"]
+    plan = plans(cfg)
+    assert plan.model.thinking_pairs == [(d, "gemma3-270m") for d in ("wf-single", "wf-twohop", "wf-claims")]
+    assert plan.model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject", "listwise"]
     assert plan.table5_methods("wf-claims", "gemma3-270m") == ["listwise", "pointwise_pa", "listwise_think", "pointwise_pat_think"]
     assert [counterpart(m) for m in ("pointwise_pat_think", "listwise_pa_think", "listwise_think")] == ["pointwise_pa", "listwise_pa", "listwise"]
 
@@ -85,11 +97,11 @@ def test_model_jobs_of_the_demo(demo):
     expected += [("answer_reask", wc) for wc in pairs]
     # The runs stage: every LLM answers with BM25's top-k (MiniLM's is the topk answer already).
     expected += [("answer_run", {**wc, "run": "bm25"}) for wc in pairs]
-    assert demo.model_jobs() == expected
+    assert model_jobs(demo.model) == expected
 
 
 def test_model_jobs_of_the_paper(paper):
-    jobs = paper.model_jobs()
+    jobs = model_jobs(paper.model)
     rules = [rule for rule, _ in jobs]
     # datasets x LLMs, each rule's jobs of a dataset once per query shard of that rule
     # (config/paper.yaml's shards: judge in 2 + 4 + 4 + 9 + 3 + 7 = 29 parts per LLM, ...).
@@ -107,7 +119,7 @@ def test_model_jobs_of_the_paper(paper):
 def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_without_rag_methods():
     cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think"], judgments__rag_methods=[], rankings__rag_methods=[])
     cfg["llms"]["gemma3-270m"]["can_think"] = True
-    rules = {rule for rule, _ in Plan(cfg).model_jobs()}
+    rules = {rule for rule, _ in model_jobs(plans(cfg).model)}
     assert "judge_thinking" in rules and "answer_thinking" not in rules and "answer_judgments" not in rules
 
 
@@ -119,8 +131,8 @@ def test_contexts_each_table_reads(demo):
     assert demo.table3_contexts("smollm2-135m") == ["topk", "selected_pointwise_pa_from_smollm2-135m", "selected_listwise_pa_from_smollm2-135m"]
     assert demo.table7_contexts() == ["topk", "reranked_likelihood_top2", "reranked_listwise_pa_top2"]
     assert demo.figure9_contexts() == ["selected_listwise_pa_from_smollm2-135m", "selected_listwise_pa_from_gemma3-270m"]
-    assert demo.selection_sources()["selected_pointwise_pa_from_gemma3-270m"] == ("gemma3-270m", "pointwise_pa")
-    assert demo.gold_sources("C") == {"gold_C_from_smollm2-135m": "smollm2-135m", "gold_C_from_gemma3-270m": "gemma3-270m"}
+    assert demo.model.selection_sources()["selected_pointwise_pa_from_gemma3-270m"] == ("gemma3-270m", "pointwise_pa")
+    assert demo.model.gold_sources("C") == {"gold_C_from_smollm2-135m": "smollm2-135m", "gold_C_from_gemma3-270m": "gemma3-270m"}
     assert demo.findings_contexts() == [
         "none", "topk", "union", "human",
         "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m", "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m",
@@ -143,7 +155,7 @@ def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
         "single_hop": ["nq", "triviaqa", "msmarco-fqa"], "human_share": ["nq", "msmarco-fqa"],
         "all": ["nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever"], "triviaqa": ["triviaqa"],
     }
-    paper = Plan(_config("paper.yaml"))
+    paper = plans(_config("paper.yaml"))
     assert all(paper.paper_datasets[d] == [d] for d in paper.datasets)
     kilt = {"source": "kilt", "file": {"url": "http://dl.fbaipublicfiles.com/KILT/triviaqa-dev_id-kilt.jsonl"}}
     assert paper_datasets_of("tqa-sample", kilt) == ["triviaqa"]
@@ -152,23 +164,24 @@ def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
 
 
 def test_reask_contexts_and_switch(demo, paper):
-    assert demo.reask and paper.reask  # on by default, in the demo and the paper config
-    assert demo.reask_contexts() == [
+    assert demo.model.reask and paper.model.reask  # on by default, in the demo and the paper config
+    assert demo.model.reask_contexts() == [
         "reask_none", "reask_human", "reask_topk", "reask_union",
         "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m",
         "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
     ]
-    assert demo.reask_gold_sources()["reask_gold_U_from_gemma3-270m"] == ("gemma3-270m", "U")
+    assert demo.model.reask_gold_sources()["reask_gold_U_from_gemma3-270m"] == ("gemma3-270m", "U")
     assert demo.table1_reask_contexts("gemma3-270m") == [
         "reask_none", "reask_topk", "reask_union", "reask_human", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_gemma3-270m",
     ]
-    off = Plan(_config("config.yaml", reask={"enabled": False}))
-    assert off.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
-    assert "answer_reask" not in {rule for rule, _ in off.model_jobs()}
+    off = plans(_config("config.yaml", reask={"enabled": False}))
+    assert off.model.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
+    assert off.findings_reask_contexts() == []  # the findings then read no re-ask answer, present or not
+    assert "answer_reask" not in {rule for rule, _ in model_jobs(off.model)}
 
 
 def test_figures_and_fallbacks():
-    plan = Plan(_config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"]))
+    plan = plans(_config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"]))
     assert plan.figure9_method == "pointwise_pa"  # listwise_pa is not a rag method here
     assert plan.known_rejection_methods == []  # listwise_pa_reject is not judged
     assert plan.transfer_figures == {
@@ -179,7 +192,7 @@ def test_figures_and_fallbacks():
 
 
 def test_results_config_leaves_out_only_the_operational_settings(demo):
-    kept = demo.results_config()
+    kept = results_config(demo.config)
     assert set(demo.config) - set(kept) == {"store_dir", "gpu_lock_dir"}
     # Per LLM, only the Python its jobs run under (llms.<name>.python) is left out.
     assert kept["llms"] == {llm: {k: v for k, v in spec.items() if k != "python"} for llm, spec in demo.config["llms"].items()}

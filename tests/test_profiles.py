@@ -31,8 +31,8 @@ def _gpu_rules() -> set[str]:
         text = smk.read_text()
         for block in re.split(r"\n(?=\s*(?:use )?rule |localrule )", text):
             name = re.match(r"\s*(?:local)?rule (\w+):", block)
-            # gpu=... itself, or the model jobs' resources (rules/common.smk: model_resources).
-            if name and re.search(r"^\s+(gpu=|\*\*model_resources\()", block, re.M):
+            # gpu=... itself, or an LLM's resources (rules/resources.smk: model_resources, llm_resources).
+            if name and re.search(r"^\s+(gpu=|\*\*(model|llm)_resources\()", block, re.M):
                 rules.add(name.group(1))
         children += re.findall(r"^\s*use rule (\w+) as (\w+)", text, re.M)
     rules |= {child for parent, child in children if parent in rules}

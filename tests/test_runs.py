@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from llm_utility.report import runs as R
+from llm_utility.workflow.model_rules import model_jobs
 
 # --- BM25 -----------------------------------------------------------------------------------------
 
@@ -224,26 +225,29 @@ def test_plan_gives_every_dataset_its_retrievers_runs_and_run_files():
     import yaml
     from snakemake.utils import validate
 
-    from llm_utility.workflow import Plan, check_config
+    from llm_utility.workflow.checks import check_config
+    from llm_utility.workflow.data_plan import DataPlan
+    from llm_utility.workflow.model_plan import ModelPlan
     from workflow_runner import REPO
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cfg["runs"] = {"files": {"wf-single": {"mine": "runs/mine.trec"}}}
     validate(cfg, str(REPO / "config" / "schema.yaml"))
     check_config(cfg)
-    plan = Plan(cfg, dropped_runs={"wf-twohop": {"dropped": "resources/runs/wf-twohop/dropped.trec"}})
+    plan = DataPlan(cfg, dropped_runs={"wf-twohop": {"dropped": "resources/runs/wf-twohop/dropped.trec"}})
+    model = ModelPlan(plan)
     assert plan.bm25_retrievers == ["bm25"] and plan.dense_retrievers == ["minilm"]
     assert plan.runs_of("wf-single") == {"minilm": ("retriever", "minilm"), "bm25": ("retriever", "bm25"), "mine": ("file", "runs/mine.trec")}
     assert list(plan.runs_of("wf-twohop")) == ["minilm", "bm25", "dropped"]
     assert plan.run_depth("wf-single", "minilm") == 5 and plan.run_depth("wf-single", "bm25") == 100
-    assert plan.run_answer_context("wf-single", "minilm") == "topk"  # the topk answer, not a new call
-    assert plan.run_answer_context("wf-single", "bm25") == "run_bm25"
-    jobs = [wc for name, wc in plan.model_jobs() if name == "answer_run"]
+    assert model.run_answer_context("wf-single", "minilm") == "topk"  # the topk answer, not a new call
+    assert model.run_answer_context("wf-single", "bm25") == "run_bm25"
+    jobs = [wc for name, wc in model_jobs(model) if name == "answer_run"]
     assert len(jobs) == 3 * 2 + 2 + 2  # bm25 on 3 datasets x 2 LLMs, mine and dropped on one dataset each
     assert "k1" not in plan.retriever_spec("minilm") and "model" not in plan.retriever_spec("bm25")
     cfg["runs"] = {"rag": False}
     validate(cfg, str(REPO / "config" / "schema.yaml"))
-    assert not Plan(cfg).run_rag and not [n for n, _ in Plan(cfg).model_jobs() if n == "answer_run"]
+    assert not DataPlan(cfg).run_rag and not [n for n, _ in model_jobs(ModelPlan(DataPlan(cfg))) if n == "answer_run"]
     cfg["runs"] = {"retrievers": ["nope"]}
     validate(cfg, str(REPO / "config" / "schema.yaml"))
     with pytest.raises(ValueError, match=r"runs.retrievers: 'nope' is not in retrievers"):

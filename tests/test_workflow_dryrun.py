@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 
+from llm_utility.workflow.model_rules import MODEL_RULE_NAMES, OTHER_LLM_RULES
 from llm_utility.workflow.parts import shard_count
 from workflow_runner import snakemake_cmd
 
@@ -51,9 +52,9 @@ def _paper_shards(repo, rule):
 
 
 def _model_jobs(counts, rule):
-    """Jobs of a model rule: one per (dataset, LLM) where the rule is unsharded, one per query shard
-    (rule <rule>_part) where it is sharded."""
-    return counts.get(rule, 0) + counts.get(f"{rule}_part", 0)
+    """Jobs of a model rule: one per (dataset, LLM) where the rule is unsharded, one per query part
+    where it runs in parts (the same rule: its `part_dir` wildcard names the part)."""
+    return counts.get(rule, 0)
 
 
 def test_paper_config_resolves_full_dag(paper_dag, repo):
@@ -71,7 +72,7 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     assert counts["candidate_passages"] == n_datasets
     assert _model_jobs(counts, "answer_candidates") == jobs_per_llm("answer_candidates") * n_llms
     # By hand: NQ's candidate answers fit in one job per LLM, the five other datasets' in 15 parts.
-    assert counts["answer_candidates"] == n_llms and counts["answer_candidates_part"] == 15 * n_llms
+    assert counts["answer_candidates"] == n_llms + 15 * n_llms
     assert counts["answer_candidates_gather"] == gathers("answer_candidates") == 5 * n_llms
     assert counts["gold_sets"] == n_datasets * n_llms
     # One engine start per (dataset, LLM) answers every LLM's gold sets among C and among U.
@@ -83,9 +84,9 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     assert _model_jobs(counts, "answer_judgments") == jobs_per_llm("answer_judgments") * n_llms
     assert counts["rank_retriever"] == n_datasets * n_llms
     # Table 5's thinking judgments alone run in NQ's 37 parts; the thinking pseudo-answer in one job.
-    assert counts["judge_thinking_part"] == n_thinking * _paper_shards(repo, "judge_thinking")["nq"] == 37
-    assert counts["judge_thinking_gather"] == n_thinking and "judge_thinking" not in counts
-    assert counts["answer_thinking"] == n_thinking and "answer_thinking_part" not in counts
+    assert counts["judge_thinking"] == n_thinking * _paper_shards(repo, "judge_thinking")["nq"] == 37
+    assert counts["judge_thinking_gather"] == n_thinking
+    assert counts["answer_thinking"] == n_thinking and "answer_thinking_gather" not in counts
     # The re-ask control: one job per pair (none, human, topk, union and every LLM's gold sets re-asked).
     assert _model_jobs(counts, "answer_reask") == jobs_per_llm("answer_reask") * n_llms
     for rule in ("answer_gold", "judge", "answer_judgments", "answer_reask", "answer_run"):
@@ -113,26 +114,48 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     assert counts["external_runs"] == counts["qrels_agreement"] == counts["retrieval_table"] == 1
 
 
-MODEL_RULES = (
-    "materialize_model", "answer_candidates", "answer_gold", "answer_thinking", "judge",
-    "judge_thinking", "answer_judgments", "answer_reask", "answer_run",
-)
-MODEL_RULES += tuple(f"{r}_part" for r in MODEL_RULES[1:])
+def _jobs(text):
+    """(rule, its job's block) of every job of a dry-run printed with -p."""
+    return re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?=\n\n|\Z)", text, re.M | re.S)
+
+
+def test_every_rule_that_loads_an_llm_is_in_the_model_rules_table(paper_dag):
+    """A job that loads an LLM writes its manifest (resources/models/<llm>/manifest.json:
+    materialize_model) or reads it and asks for the LLM's GPUs (the cost table also reads every
+    manifest, to wait for the model jobs, but loads nothing): each rule with such a job has a row
+    in llm_utility.workflow.model_rules (its priority, query parts, runtime estimate and cost-table
+    rows come from there), or is one of the few that load an LLM named by their dataset's config
+    (OTHER_LLM_RULES)."""
+    manifest = re.compile(r"resources/models/[^/\s,]+/manifest\.json")
+
+    def line(block, field):
+        found = re.search(rf"^    {field}: (.*)$", block, re.M)
+        return found.group(1) if found else ""
+
+    loading = {
+        rule for rule, block in _jobs(paper_dag)
+        if manifest.search(line(block, "output"))
+        or (manifest.search(line(block, "input")) and re.search(r"\bgpu=", line(block, "resources")))
+    }
+    assert {"materialize_model", "answer_candidates", "judge", "judge_thinking", "extract_answers"} <= loading
+    assert loading - set(MODEL_RULE_NAMES) == set(OTHER_LLM_RULES)
+    # Every row has jobs in the paper DAG (a row without a rule would list jobs no rule makes).
+    assert set(MODEL_RULE_NAMES) <= loading
 
 
 def test_cost_table_waits_for_exactly_the_model_jobs(fresh, paper_dag):
-    """The cost rule's inputs are the outputs of the model jobs (rules/common.smk: model_jobs): the
-    full DAG's, no fewer (the table would miss a stage) and no more (the paper DAG's counts above
-    include the cost rule, so an extra job would show there)."""
+    """The cost rule's inputs are the outputs of the model jobs (llm_utility.workflow.model_rules:
+    model_jobs): the full DAG's, no fewer (the table would miss a stage) and no more (the paper
+    DAG's counts above include the cost rule, so an extra job would show there)."""
     alone = _job_counts(_dry_run(fresh, "results/tables/cost.md", "--configfile", "config/paper.yaml"))
     full = _job_counts(paper_dag)
-    assert {r: alone.get(r, 0) for r in MODEL_RULES} == {r: full.get(r, 0) for r in MODEL_RULES}
+    assert {r: alone.get(r, 0) for r in MODEL_RULE_NAMES} == {r: full.get(r, 0) for r in MODEL_RULE_NAMES}
     assert _model_jobs(alone, "answer_thinking") >= 1 and _model_jobs(alone, "judge") == _model_jobs(full, "judge") > 0
 
 
 def test_paper_config_tags_gpu_jobs(paper_dag):
     for rule in ("answer_candidates", "answer_gold", "judge", "judge_thinking", "answer_judgments", "answer_run"):
-        jobs = re.findall(rf"rule {rule}(?:_part)?:.*?resources: ([^\n]*)", paper_dag, re.S)
+        jobs = re.findall(rf"rule {rule}:.*?resources: ([^\n]*)", paper_dag, re.S)
         assert jobs and all("gpu=" in r and "gpu=0" not in r for r in jobs), rule
         # Every model job asks for the runtime its expected time needs, within the 8-hour limit.
         assert all(0 < int(re.search(r"runtime=(\d+)", r).group(1)) <= 480 for r in jobs), rule

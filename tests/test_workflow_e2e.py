@@ -233,7 +233,8 @@ def test_a_sharded_rule_runs_in_parts_and_gathers_them_in_query_order(demo):
         # Each part is its own job with its own log and store shard; the unsharded dataset has none.
         for part in parts:
             assert (workdir / f"logs/answer_candidates/wf-claims/parts/{part}/{llm}.log").is_file()
-        shards = [f.name for f in (workdir / cfg["store_dir"] / llm).glob("answer_candidates_part+*")]
+        # A part's store shard is named by its part (workflow.job_wildcards), a whole dataset's as always.
+        shards = [f.name for f in (workdir / cfg["store_dir"] / llm).glob("answer_candidates+dataset=wf-claims+*")]
         assert sorted(name.split("part=")[1].split("+")[0].split(".")[0] for name in shards) == parts
         assert not (workdir / "results/wf-single/parts").exists()
 

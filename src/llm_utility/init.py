@@ -165,10 +165,12 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     """Per (rule, LLM) of the dataset: calls, prompt and output tokens, expected hours
     (``workflow.estimates``; None without the LLM's throughputs)."""
     from .workflow import estimates
-    from .workflow.plan import Plan
+    from .workflow.data_plan import DataPlan
+    from .workflow.model_plan import ModelPlan
+    from .workflow.model_rules import model_rule
 
-    plan = Plan(full)
-    queries = plan.expected_queries(name)
+    plan = ModelPlan(DataPlan(full))
+    queries = plan.data.expected_queries(name)
     judged = full["judgments"].get("max_queries") or queries
     rows = []
     for rule, llm in estimates._dataset_rules(plan, name):
@@ -176,7 +178,7 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
             calls = estimates.rule_calls(plan, rule, llm)
         except ValueError:
             continue
-        n = judged if rule in ("judge", "judge_thinking", "answer_judgments", "answer_thinking") else queries
+        n = judged if model_rule(rule).judged_only else queries
         n = min(n, queries)
         seconds = estimates.expected_seconds(plan, rule, llm, n)
         rows.append({
@@ -192,9 +194,10 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
 def query_shards(full: Mapping[str, Any], name: str) -> dict[str, int]:
     """The query shards each model rule needs to fit resources.max_job_hours (``estimates``)."""
     from .workflow import estimates
-    from .workflow.plan import Plan
+    from .workflow.data_plan import DataPlan
+    from .workflow.model_plan import ModelPlan
 
-    plan = Plan(full)
+    plan = ModelPlan(DataPlan(full))
     needed = {}
     for rule in estimates.rules_of(plan, name):
         try:

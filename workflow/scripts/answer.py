@@ -21,7 +21,7 @@ log = log_to(snakemake.log[0])
 
 from llm_utility.generation.store import job_name  # noqa: E402
 from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
-from llm_utility.workflow import gpu_lock_dir, job_part_queries, store_root  # noqa: E402
+from llm_utility.workflow import gpu_lock_dir, job_part_queries, job_wildcards, store_root  # noqa: E402
 
 with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     from llm_utility.pipeline import answer_job
@@ -37,10 +37,10 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
         outputs=outputs,
         spec=snakemake.params.spec,
         store=store_root(snakemake.config, snakemake.wildcards.llm),
-        job=job_name(snakemake.rule, dict(snakemake.wildcards.items())),
+        job=job_name(snakemake.rule, job_wildcards(snakemake.wildcards)),
         synonyms=snakemake.params.synonyms,
         threads=snakemake.threads,
-        # A query shard's job (rule <name>_part) answers only its part's queries.
+        # A query part's job (its part_dir wildcard) answers only its part's queries.
         qids=job_part_queries(snakemake),
         log=log,
     )

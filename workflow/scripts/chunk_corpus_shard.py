@@ -1,6 +1,6 @@
 """Rule chunk_corpus_shard: one byte range of the KILT knowledge source as 100-word passages with spans.
 
-By hand:  python workflow/scripts/chunk_corpus_shard.py corpus=kilt-wiki shard=0 --configfile config/paper.yaml
+By hand:  python workflow/scripts/chunk_corpus_shard.py corpus=kilt-wiki corpus_shard=0 --configfile config/paper.yaml
 """
 
 if "snakemake" not in globals():
@@ -16,7 +16,7 @@ from llm_utility.pipeline.data import chunk_corpus_shard_job  # noqa: E402
 
 chunk_corpus_shard_job(
     knowledge_source=snakemake.input.knowledge_source,
-    shard=int(snakemake.wildcards.shard),
+    shard=int(snakemake.wildcards.corpus_shard),
     n_shards=snakemake.params.n_shards,
     words=snakemake.params.words,
     output=snakemake.output.shard,

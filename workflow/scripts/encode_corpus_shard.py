@@ -1,6 +1,6 @@
 """Rule encode_corpus_shard: dense embeddings of one contiguous slice of the corpus (.npy).
 
-By hand:  python workflow/scripts/encode_corpus_shard.py corpus=worldfacts retriever=minilm shard=0
+By hand:  python workflow/scripts/encode_corpus_shard.py corpus=worldfacts retriever=minilm corpus_shard=0
 """
 
 if "snakemake" not in globals():
@@ -26,7 +26,7 @@ with lease_gpus(snakemake.resources.gpu, gpu_lock_dir(snakemake.config)):
     encode_corpus_shard(
         encoder,
         snakemake.input.passages,
-        shard=int(snakemake.wildcards.shard),
+        shard=int(snakemake.wildcards.corpus_shard),
         n_shards=snakemake.params.n_shards,
         out_path=snakemake.output.embeddings,
     )

@@ -1,5 +1,5 @@
-"""Rules <rule>_gather (rules/parts.smk): a sharded model job's per-part tables concatenated, in part
-order, into the tables one unsharded job writes.
+"""Rules <rule>_gather (rules/gather.smk): a model job's per-part tables concatenated, in part order,
+into the tables one job of the whole dataset writes.
 
 By hand (the parts must exist):
     python workflow/scripts/gather_parts.py judge_gather dataset=nq llm=qwen3-32b

@@ -1,7 +1,7 @@
 """Rule qrels: an LLM's gold set (C or U) as TREC qrels, for scoring any retriever's run by
 LLM-specific utility.
 
-By hand:  python workflow/scripts/qrels.py dataset=wf-single llm=smollm2-135m candidates=U
+By hand:  python workflow/scripts/qrels.py dataset=wf-single llm=smollm2-135m pool=U
 """
 
 if "snakemake" not in globals():
@@ -18,7 +18,7 @@ from llm_utility.pipeline import qrels_job  # noqa: E402
 qrels_job(
     gold=snakemake.input.gold,
     candidates=snakemake.input.candidates,
-    pool=snakemake.wildcards.candidates,
+    pool=snakemake.wildcards.pool,
     output=snakemake.output.qrels,
     log=log,
 )

@@ -1,7 +1,7 @@
 """Rule transfer_unknown_both: the transfer matrices beside their control on the queries unknown to
 both LLMs of each cell (CSV, Markdown).
 
-By hand:  python workflow/scripts/transfer_unknown_both.py candidates=U
+By hand:  python workflow/scripts/transfer_unknown_both.py pool=U
 """
 
 if "snakemake" not in globals():
@@ -20,7 +20,7 @@ transfer_unknown_job(
     answers=keyed_inputs(snakemake.input, "answers"),
     known=keyed_inputs(snakemake.input, "known"),
     llms=snakemake.params.llms,
-    candidates=snakemake.wildcards.candidates,
+    candidates=snakemake.wildcards.pool,
     csv=snakemake.output.csv,
     md=snakemake.output.md,
 )

@@ -106,7 +106,7 @@ class Candidates:
         return {"C": self.C, "U": self.U}[name]
 
     def restrict(self, qids: Iterable[str]) -> Candidates:
-        """Only the queries ``qids`` (a query shard's), in this table's order, and their passages."""
+        """Only the queries ``qids`` (a query part's), in this table's order, and their passages."""
         keep = set(qids)
         U = {q: u for q, u in self.U.items() if q in keep}
         pids = {p for u in U.values() for p in u}

@@ -84,6 +84,11 @@ def selection_method(name: str) -> JudgmentMethod:
 # Prompts
 
 
+def counterpart(method: str) -> str:
+    """The method without thinking that a thinking method is compared with in Table 5."""
+    return method.replace("_pat_think", "_pa").replace("_think", "")
+
+
 def _clean(text: str) -> str:
     """Drop the lines an absent optional part (no pseudo-answer, no known-rejection) left empty."""
     return "\n".join(line for line in text.split("\n") if line.strip())

@@ -54,7 +54,7 @@ def answer_job(
 ) -> dict:
     """Answer every context named in ``outputs`` (context -> parquet path) and write the tables.
 
-    ``qids``: the queries of a query shard (``workflow.parts``), the only ones answered; None: all.
+    ``qids``: the queries of a query part (``workflow.parts``), the only ones answered; None: all.
 
     ``tables`` maps a derived context (gold_*, selected_*, reranked_*) to the table it is made from.
     All contexts go to the store in one call, so prompts shared between contexts are computed once

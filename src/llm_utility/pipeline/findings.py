@@ -40,7 +40,7 @@ def findings_job(
     """Every headline finding (``report.findings.all_findings``) on the files given: ``findings.json``
     (settings and one entry per finding), ``findings.md`` and ``findings.html``. ``resampling`` is the
     ``report`` config section (resamples, bootstrap_seed, confidence). A kind of input left empty makes
-    the findings that need it ``not run``. ``paper_datasets`` (``Plan.paper_datasets``) and
+    the findings that need it ``not run``. ``paper_datasets`` (``report.plan.ReportPlan.paper_datasets``) and
     ``claim_scope`` (``report.claim_scope``) decide which datasets each claim pools; left out, every
     dataset is in every claim's scope. ``figure9_method`` and ``rag_top`` name the answers of Tables
     3, 7 and Figure 9. ``run_pairs`` is the runs stage's (query, run) metrics with the answers'

@@ -69,7 +69,7 @@ def judge_job(
     ``pseudo_answers`` maps the answer contexts the pseudo-answers come from (``topk``,
     ``topk_think``) to their files. Judgments and rankings cover the first ``max_queries`` queries
     (all when None); perplexity covers every query with a gold set. ``qids``: the queries of a
-    query shard (``workflow.parts``): only those of them are judged, ranked and scored (None: all).
+    query part (``workflow.parts``): only those of them are judged, ranked and scored (None: all).
     """
     rankings = dict(rankings or {})
     methods = {name: ranking_method(name) for name in rankings}

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .parts import part_dir
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -21,6 +23,7 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
 
         python workflow/scripts/table1.py
         python workflow/scripts/answer.py answer_gold dataset=wf-single llm=smollm2-135m
+        python workflow/scripts/judge.py dataset=nq llm=qwen3-8b part=2-of-4 --configfile config/paper.yaml
 
     Run it from the workflow's working directory (the repository root, as ``snakemake`` is): paths
     are the workflow's own, relative to ``workdir`` (default: the current directory). The job's
@@ -58,6 +61,9 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
             workflow = workflow_api._workflow
             workflow.global_resources = {}
             target = workflow.get_rule(rule)
+            if "part_dir" in target.wildcard_names:
+                # A model job of the whole dataset, unless `part=2-of-4` names one of its query parts.
+                wildcards["part_dir"] = part_dir(wildcards.pop("part", None))
             job = Job(target, DAG(workflow, rules=[target]), wildcards_dict=wildcards)
             for path in [*job.output, *job.log]:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)

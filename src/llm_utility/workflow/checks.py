@@ -9,12 +9,11 @@ from typing import Any
 
 from ..generation.specs import normalize_spec
 from ..method.judgments import selection_method
-from .parts import check_shards
+from .data_plan import BENCHMARK_SOURCES
+from .model_rules import QUERY_PART_RULES
 
 # Directory names under results/ that a dataset slug must not shadow.
 RESERVED = {"corpora", "tables", "figures", "logs", "benchmarks"}
-# Dataset sources read from a publisher's benchmark file (their human passages are mapped onto a corpus).
-BENCHMARK_SOURCES = ("kilt", "2wiki", "msmarco-qa")
 
 
 def check_config(config: Mapping[str, Any]) -> None:
@@ -64,6 +63,24 @@ def check_config(config: Mapping[str, Any]) -> None:
     if figure1 is not None and figure1 not in datasets:
         raise ValueError(f"config: report.figure1_dataset = '{figure1}' is not in datasets ({list(datasets)})")
     check_data_sources(config)
+
+
+def check_shards(shards: Any, dataset: str, queries: int | None) -> None:
+    """A ValueError naming the key of the first problem of a dataset's ``shards``: a mapping key that
+    is no model rule that runs in query parts (nor ``default``), or a count above the dataset's
+    ``queries`` (when known)."""
+    items = shards.items() if isinstance(shards, Mapping) else [(None, shards or 1)]
+    for rule, count in items:
+        if rule is not None and rule != "default" and rule not in QUERY_PART_RULES:
+            raise ValueError(
+                f"config: datasets.{dataset}.shards.{rule}: not a model rule that can be sharded "
+                f"(default, {', '.join(QUERY_PART_RULES)})"
+            )
+        if queries is not None and count > queries:
+            key = f"datasets.{dataset}.shards" + (f".{rule}" if rule else "")
+            raise ValueError(
+                f"config: {key} is {count}, more than the dataset's {queries} queries: lower it to at most {queries}"
+            )
 
 
 def check_data_sources(config: Mapping[str, Any]) -> None:

@@ -28,6 +28,16 @@ LLM_OPERATIONAL_KEYS = ("python",)
 REEXEC_ENV = "LLM_UTILITY_JOB_PYTHON"
 
 
+def results_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated config without the operational settings, which change no result (the config
+    the report shows)."""
+    out = {k: v for k, v in config.items() if k not in OPERATIONAL_KEYS}
+    out["llms"] = {
+        llm: {k: v for k, v in spec.items() if k not in LLM_OPERATIONAL_KEYS} for llm, spec in config["llms"].items()
+    }
+    return out
+
+
 def run_in_llm_python(config: Mapping[str, Any], llm: str) -> None:
     """Re-execute this job's script under ``llms.<llm>.python`` when that is set and the job does not
     run there yet; return otherwise.

@@ -1,4 +1,5 @@
-"""Query shards ("parts") of a dataset's model jobs: which queries part i of n holds, its name in
+"""Query parts of a dataset's model jobs (the count is config ``datasets.<name>.shards``; corpus
+shards are another thing, ``corpora.<name>.shards``): which queries part i of n holds, its name in
 paths and wildcards, and the gather of per-part tables. A dataset with ``datasets.<name>.shards: n``
 gets each model job n times, one per part, so that no job outlives a scheduler's time limit; a
 gather job concatenates the parts' tables, in part order, into the table one job would have written.
@@ -18,25 +19,14 @@ from typing import Any
 
 _PART = re.compile(r"^(\d+)-of-(\d+)$")
 
-# The model rules that can run in query shards (rules/common.smk's `shardable` accepts only these):
-# the keys of a `shards` mapping besides `default`.
-SHARDABLE_RULES = (
-    "answer_candidates",
-    "answer_gold",
-    "answer_reask",
-    "answer_run",
-    "judge",
-    "judge_thinking",
-    "answer_thinking",
-    "answer_judgments",
-)
+# A query part's folder in a model job's paths, right after the dataset's
+# (results/{dataset}/parts/2-of-4/{llm}/...): the `part_dir` wildcard, empty for a whole-dataset job.
+PART_DIR = "parts/{part}/"
 
 
 def shard_count(shards: Any, rule: str) -> int:
-    """``rule``'s query shards under a dataset's ``shards`` value: the integer itself (null: 1), or
-    from a mapping its ``rule`` entry, else its ``default``, else 1. A rule's ``<rule>_part`` twin
-    counts as the rule."""
-    rule = rule.removesuffix("_part")
+    """``rule``'s query parts under a dataset's ``shards`` value: the integer itself (null: 1), or
+    from a mapping its ``rule`` entry, else its ``default``, else 1."""
     if isinstance(shards, Mapping):
         return int(shards.get(rule, shards.get("default", 1)))
     return int(shards or 1)
@@ -47,26 +37,9 @@ def shards_key(shards: Any, dataset: str, rule: str | None = None) -> str:
     for an integer, ``datasets.nq.shards.judge_thinking`` (or ``.default``) in a mapping."""
     key = f"datasets.{dataset}.shards"
     if isinstance(shards, Mapping):
-        rule = (rule or "default").removesuffix("_part")
+        rule = rule or "default"
         return f"{key}.{rule if rule in shards else 'default'}"
     return key
-
-
-def check_shards(shards: Any, dataset: str, queries: int | None) -> None:
-    """A ValueError naming the key of the first problem of a dataset's ``shards``: a mapping key that
-    is no shardable rule (nor ``default``), or a count above the dataset's ``queries`` (when known)."""
-    items = shards.items() if isinstance(shards, Mapping) else [(None, shards or 1)]
-    for rule, count in items:
-        if rule is not None and rule != "default" and rule not in SHARDABLE_RULES:
-            raise ValueError(
-                f"config: datasets.{dataset}.shards.{rule}: not a model rule that can be sharded "
-                f"(default, {', '.join(SHARDABLE_RULES)})"
-            )
-        if queries is not None and count > queries:
-            key = f"datasets.{dataset}.shards" + (f".{rule}" if rule else "")
-            raise ValueError(
-                f"config: {key} is {count}, more than the dataset's {queries} queries: lower it to at most {queries}"
-            )
 
 
 def part_name(index: int, count: int) -> str:
@@ -79,6 +52,29 @@ def part_name(index: int, count: int) -> str:
 def part_names(count: int) -> list[str]:
     """Every part of a dataset with ``count`` shards, in order; none when it is not sharded (1)."""
     return [part_name(i, count) for i in range(1, count + 1)] if count > 1 else []
+
+
+def part_dir(part: str | None) -> str:
+    """The ``part_dir`` wildcard of part ``part`` (``2-of-4`` -> ``parts/2-of-4/``; none: "")."""
+    return PART_DIR.format(part=part) if part else ""
+
+
+def part_of_dir(folder: str | None) -> str | None:
+    """The part a ``part_dir`` wildcard names (``parts/2-of-4/`` -> ``2-of-4``); None when empty."""
+    if not folder:
+        return None
+    prefix, suffix = PART_DIR.split("{part}")
+    if not (folder.startswith(prefix) and folder.endswith(suffix)):
+        raise ValueError(f"'{folder}' is not a part folder ({PART_DIR})")
+    return folder[len(prefix):-len(suffix)]
+
+
+def job_wildcards(wildcards: Mapping[str, str]) -> dict[str, str]:
+    """A model job's wildcards as the plan lists its jobs: its ``part_dir`` as ``part`` (absent for
+    a whole-dataset job)."""
+    out = {k: v for k, v in wildcards.items() if k != "part_dir"}
+    part = part_of_dir(wildcards.get("part_dir"))
+    return {**out, "part": part} if part else out
 
 
 def parse_part(name: str) -> tuple[int, int]:
@@ -126,10 +122,10 @@ def part_queries(
 
 
 def job_part_queries(job: Any) -> list[str] | None:
-    """``part_queries`` for a model job's ``snakemake`` object: its queries input, its ``part`` and
-    ``dataset`` wildcards, its rule and the dataset's ``shards`` (None for an unsharded job)."""
+    """``part_queries`` for a model job's ``snakemake`` object: its queries input, its ``part_dir``
+    and ``dataset`` wildcards, its rule and the dataset's ``shards`` (None for a whole-dataset job)."""
     dataset = job.wildcards.dataset
     return part_queries(
-        job.input.queries, job.wildcards.get("part"), dataset,
+        job.input.queries, part_of_dir(job.wildcards.get("part_dir")), dataset,
         rule=job.rule, shards=job.config["datasets"][dataset].get("shards"),
     )

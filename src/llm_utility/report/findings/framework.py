@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+# The names a claim's scope is given in (report.claim_scope), re-exported.
+from ...data.paper import PAPER_DATASETS as PAPER_DATASETS
 from ..bootstrap import Effect, paired_difference, ratio, stratified_interval, verdict
 
 Keyed = Mapping[Any, pl.DataFrame]
@@ -32,8 +34,6 @@ VERDICTS = ("holds", "reversed", "inconclusive")
 BY_CONSTRUCTION = "by construction"
 # Whether the way a finding's quantities are built decides its verdict.
 CONSTRUCTIONS = ("can_fail", "partly_built_in", "cannot_fail")
-# The paper's six datasets, the names a claim's scope is given in (``report.claim_scope``).
-PAPER_DATASETS = ("nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever")
 # Answer contexts the re-ask stage answers again (``answers/reask_<context>.parquet``).
 REASK_PREFIX = "reask_"
 
@@ -101,7 +101,7 @@ class FindingInputs:
 
     The scope of a claim: ``claim_scope`` maps a scope name (``Claim.scope``) to the paper's
     datasets the claim covers (``report.claim_scope``), ``paper_datasets`` maps a configured
-    dataset to the paper's datasets it stands for (``workflow.plan.Plan.paper_datasets``; None: a
+    dataset to the paper's datasets it stands for (``report.plan.ReportPlan.paper_datasets``; None: a
     dataset of the user's own, in every scope). Left empty, every dataset is in every scope.
     ``figure9_method`` is the selection method whose answers Tables 3 and 7 and Figure 9 read,
     ``rag_top`` the number of reranked passages of Table 7's answers.
