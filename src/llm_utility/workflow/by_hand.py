@@ -16,7 +16,7 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     """The ``snakemake`` object a job of ``rule`` gets, built from the workflow itself.
 
     ``argv`` (default: the script's command line) holds the job's wildcards as ``name=value``,
-    optionally ``--configfile FILE``, and, for a script that serves several rules, the rule's name
+    optionally ``--configfile FILE [OVERLAY ...]``, and, for a script that serves several rules, the rule's name
     first. So every script also runs by hand, e.g. in a debugger::
 
         python workflow/scripts/table1.py
@@ -37,10 +37,11 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     if args and "=" not in args[0] and not args[0].startswith("-"):
         rule = args.pop(0)
     configfiles: list[Path] = []
-    if "--configfile" in args:
+    if "--configfile" in args:  # one file or several (an overlay), as Snakemake takes them
         i = args.index("--configfile")
-        configfiles = [Path(args[i + 1]).resolve()]
-        del args[i : i + 2]
+        j = next((k for k in range(i + 1, len(args)) if "=" in args[k] or args[k].startswith("-")), len(args))
+        configfiles = [Path(a).resolve() for a in args[i + 1 : j]]
+        del args[i:j]
     bad = [a for a in args if "=" not in a]
     if bad:
         raise SystemExit(f"expected wildcards as name=value, got {bad}")
