@@ -169,7 +169,8 @@ def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, t
 
 
 CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
-CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
+           "VLLM_ENABLE_V1_MULTIPROCESSING")
 
 
 def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_model, standin, monkeypatch):
@@ -188,6 +189,8 @@ def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_mod
     # The job's thread share, as for the transformers backend, in the engine process and this one.
     assert os.environ["OMP_NUM_THREADS"] == "1" and os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     assert standin.calls["threads"] == 1
+    # The engine runs in the job's process: no engine and worker processes importing vLLM again.
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     # null/auto: float32 on a CPU without AMX (the demo's dequantized weights are float32 anyway).
     assert gen.dtype == "float32"
     assert load_generator(tiny_model, {**CPU_SPEC, "dtype": "auto"}).dtype == "float32"

@@ -148,6 +148,10 @@ def _cpu_environment(slug: str, threads: int | None, eager: bool) -> None:
     # The KV cache's size is the config's (cpu_kv_cache_gib); vLLM would let this variable override it.
     if os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None) is not None:
         log.warning("%s: VLLM_CPU_KVCACHE_SPACE is ignored; llms.%s.cpu_kv_cache_gib sizes the KV cache", slug, slug)
+    # One engine per job, in the job's own process: with vLLM's multiprocessing on, its engine
+    # process and its worker process each import vLLM and torch again, which made a job's engine
+    # start take minutes on 2 cores (docs/performance.md, "vLLM on a CPU"). Set it to 1 to have them.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     if eager:
         # Eager means eager: vLLM still torch.compiles helpers when its modules are imported (the rank
         # of each prompt log-prob), compiled by a C++ compiler at the first scoring call.
