@@ -170,7 +170,7 @@ def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, t
 
 CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
 CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
-           "VLLM_ENABLE_V1_MULTIPROCESSING")
+           "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CONFIGURE_LOGGING")
 
 
 def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_model, standin, monkeypatch):
@@ -191,6 +191,8 @@ def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_mod
     assert standin.calls["threads"] == 1
     # The engine runs in the job's process: no engine and worker processes importing vLLM again.
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # So vLLM's own log lines reach the job's log (they propagate to the root logger).
+    assert os.environ["VLLM_CONFIGURE_LOGGING"] == "0"
     # null/auto: float32 on a CPU without AMX (the demo's dequantized weights are float32 anyway).
     assert gen.dtype == "float32"
     assert load_generator(tiny_model, {**CPU_SPEC, "dtype": "auto"}).dtype == "float32"
