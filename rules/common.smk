@@ -80,6 +80,11 @@ def llm_spec(wildcards):
     return PLAN.llm_spec(wildcards.llm)
 
 
+def weights_spec(wildcards):
+    """The LLM's entry as materialize_model's `spec` param: its weights and prompt format only."""
+    return PLAN.weights_spec(wildcards.llm)
+
+
 def llm_cfg(wildcards):
     return config["llms"][wildcards.llm]
 

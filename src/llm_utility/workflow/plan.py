@@ -48,6 +48,10 @@ PAPER_QUERY_COUNTS = {"nq": 2837, "hotpotqa": 5600, "2wikiqa": 12576, "triviaqa"
 # setting them reruns nothing that was made (the shards change which jobs make a table, not the table).
 DATASET_SCHEDULING_KEYS = ("shards", "expected_queries")
 LLM_SCHEDULING_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s")
+# What materializing an LLM's weights reads (generation.models.materialize): the backend, arithmetic
+# and decoding settings change no weight file, so switching them (the demo and config/vllm-cpu.yaml
+# in one checkout) must not dequantize again, nor rerun every job after the manifest.
+LLM_WEIGHTS_KEYS = ("weights", "prompt_format")
 
 
 def paper_datasets_of(name: str, spec: Mapping[str, Any]) -> list[str] | None:
@@ -145,6 +149,10 @@ class Plan:
         estimate runtimes, or say which Python runs them."""
         left_out = (*LLM_SCHEDULING_KEYS, *LLM_OPERATIONAL_KEYS)
         return {k: v for k, v in self.config["llms"][llm].items() if k not in left_out}
+
+    def weights_spec(self, llm: str) -> dict[str, Any]:
+        """The LLM's config entry as rule materialize_model gets it: only what its weights depend on."""
+        return {k: v for k, v in self.config["llms"][llm].items() if k in LLM_WEIGHTS_KEYS}
 
     # --- query shards of the model jobs (workflow.parts) -------------------------------------------
 
