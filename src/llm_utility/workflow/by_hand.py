@@ -27,6 +27,13 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     inputs must exist (``snakemake <an input>`` makes them). Unlike a real run, nothing checks the
     outputs afterwards.
     """
+    from .operational import SNAKEMAKE_PATH_ENV
+
+    # Re-executed under llms.<llm>.python (run_in_llm_python), an environment without snakemake:
+    # the first interpreter's, after this one's own packages, as Snakemake's script preamble does.
+    snakemake_path = os.environ.get(SNAKEMAKE_PATH_ENV)
+    if snakemake_path and snakemake_path not in sys.path:
+        sys.path.append(snakemake_path)
     from snakemake.api import SnakemakeApi
     from snakemake.dag import DAG
     from snakemake.jobs import Job
@@ -63,9 +70,15 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
             for path in [*job.output, *job.log]:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             threads = min(job.threads, os.cpu_count() or 1)  # as Snakemake caps them at --cores
-            return Snakemake(
+            job_object = Snakemake(
                 job.input, job.output, job.params, job.wildcards, threads, job.resources,
                 job.log, workflow.config, job.rule.name, None,
             )
+            # A built workflow leaves its storage registry in snakemake.workflow's namespace, and
+            # vLLM 0.32 scans every module's namespace when its engine starts
+            # (triton_utils.dispatcher), failing on it: vars() of the registry is a proxy. Jobs that
+            # Snakemake runs build no workflow; one run by hand has no use for it any more.
+            vars(sys.modules["snakemake.workflow"]).pop("storage", None)
+            return job_object
     finally:
         os.chdir(root)  # the API changes back to where it started; the job's paths are relative to root
