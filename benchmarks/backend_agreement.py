@@ -10,7 +10,7 @@ that shares this checkout's materialized models. Then it reports:
   - per stage (rule) and LLM, among the generation calls both runs made with the same prompt, the
     share of greedy outputs equal, with the first differing ones;
   - the |delta log-prob| of the score calls and the |delta mass| of the attention calls both made;
-  - every table and figure (the CSV beside each figure) cell by cell, and every other file of
+  - every table and figure's CSV cell by cell, every figure byte for byte, and every other file of
     results/ (answers, gold sets, judgments, rankings: parquet, csv and json) equal or not.
 
     .venv/bin/python benchmarks/backend_agreement.py [--overlay config/vllm-cpu.yaml]
@@ -126,12 +126,14 @@ def compare_results(reference: Path, candidate: Path) -> dict[str, dict]:
     names = set()
     for root in (reference, candidate):
         names |= {p.relative_to(root / "results").as_posix() for p in (root / "results").rglob("*")
-                  if p.suffix in (".csv", ".parquet", ".json") and p.name not in NOT_RESULTS}
+                  if p.suffix in (".csv", ".parquet", ".json", ".png", ".pdf") and p.name not in NOT_RESULTS}
     out = {}
     for name in sorted(names):
         paths = [d / "results" / name for d in (reference, candidate)]
         if not all(p.is_file() for p in paths):
             out[name] = {"note": "only in the " + ("reference" if paths[0].is_file() else "candidate")}
+        elif paths[0].suffix in (".png", ".pdf"):  # drawn from the CSVs beside them; byte for byte
+            out[name] = {"equal": paths[0].read_bytes() == paths[1].read_bytes()}
         elif paths[0].suffix == ".json":
             same = json.loads(paths[0].read_text()) == json.loads(paths[1].read_text())
             out[name] = {"equal": same}
@@ -198,6 +200,9 @@ def main() -> None:
     others = {k: v for k, v in report["results"].items() if k not in tables}
     print("\n| table or figure | cells that differ |\n|---|--:|")
     for name, r in tables.items():
+        if name.endswith((".png", ".pdf")):
+            print(f"| {name} | {'same bytes' if r['equal'] else 'bytes differ'} |")
+            continue
         print(f"| {name} | {r['differ']} of {r['cells']} |" if r.get("cells") is not None else f"| {name} | {r.get('note', 'equal' if r.get('equal') else 'differs')} |")
     unequal = [k for k, v in others.items() if not v.get("equal")]
     print(f"\nother results: {len(others) - len(unequal)} of {len(others)} files equal" + "".join(f"\n  differs: {k} ({others[k].get('differ', others[k].get('note', ''))})" for k in unequal))
