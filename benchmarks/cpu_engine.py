@@ -70,9 +70,12 @@ def gemm_peak(dtype: str, m: int = 2048, k: int = 576, n: int = 1536, seconds: f
 
 
 def non_embedding_parameters(model: torch.nn.Module) -> int:
-    """Parameters a token's forward pass multiplies (the output layer only for kept positions)."""
-    embedding = model.get_input_embeddings().weight.numel()
-    return sum(p.numel() for p in model.parameters()) - embedding
+    """Weights of the linear layers a token's forward pass multiplies: all but the output layer
+    (which multiplies kept positions only), read from the layers' shapes, whatever their arithmetic."""
+    head = model.get_output_embeddings()
+    head = getattr(head, "linear", head)  # inside cpu_arithmetic.StepRows
+    linears = (torch.nn.Linear, cpu_arithmetic.Int8RowLinear)
+    return sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, linears) and m is not head)
 
 
 def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int) -> dict:
@@ -80,7 +83,7 @@ def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int
     if not manifest.is_file():
         sys.exit(f"{manifest} is missing: snakemake --cores all {manifest.relative_to(REPO)}")
     gen = load_generator(manifest, {**spec, "dtype": dtype}, threads=1)
-    params = non_embedding_parameters(gen.model)  # counted before int8 replaces the float weights
+    params = non_embedding_parameters(gen.model)
     texts = [gen.render(f"{PASSAGES}Question: {q} Answer:") for q in QUESTIONS[:prompts]]
     ids = [gen.encode(t) for t in texts]
     model = gen.model

@@ -51,10 +51,16 @@ def main() -> None:
 
     import yaml
 
-    from llm_utility.generation import load_generator
-    from llm_utility.method.judgments import SELECTION_METHODS, VERBAL_RANKING_METHODS, listwise_messages, pointwise_prompt, render_judgment
-    from llm_utility.method.prompts import answer_prompt, load_prompts
     from llm_utility.config import with_defaults
+    from llm_utility.generation import load_generator
+    from llm_utility.method.judgments import (
+        SELECTION_METHODS,
+        VERBAL_RANKING_METHODS,
+        listwise_messages,
+        pointwise_prompt,
+        render_judgment,
+    )
+    from llm_utility.method.prompts import answer_prompt, load_prompts
 
     config = yaml.safe_load(Path(args.config).read_text())
     prompts = load_prompts(REPO / config.get("prompts", "config/prompts.yaml"))

@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from llm_utility.generation import AttentionRequest, load_generator
 from split_devices import TwoDevices, label, place_on
+from standin import write_tiny_model
 
 # A tiny model built and split per test module (about 40 s on 2 cores): the slow tier.
 pytestmark = pytest.mark.slow
-from standin import write_tiny_model
-
-from llm_utility.generation import AttentionRequest, load_generator
 
 SPEC = {"backend": "transformers", "weights": {"path": "unused"}, "prompt_format": "chat", "max_new_tokens": 8}
 

@@ -27,8 +27,8 @@ from benchmark_fixtures import (
 from llm_utility.data import files, kilt, mapping, msmarco, twowiki
 from llm_utility.data.readers import DataFormatError
 from llm_utility.pipeline import data as jobs
-from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from llm_utility.report.datasets import table6, table6_latex, table6_markdown
+from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 
 # --- KILT task files -----------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import yaml
 
-from workflow_runner import run_workflow, workdir_sharing_models
 from llm_utility.data import worldfacts
+from workflow_runner import run_workflow, workdir_sharing_models
 
 pytestmark = pytest.mark.slow
 

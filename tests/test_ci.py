@@ -56,6 +56,7 @@ def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
         "make install",
         ".venv/bin/snakemake --lint",
         ".venv/bin/snakefmt --check Snakefile rules",
+        ".venv/bin/ruff check src workflow tests benchmarks",
         ".venv/bin/snakemake -n --cores 4",
         ".venv/bin/snakemake -n --cores 4 --configfile config/paper.yaml",
         ".venv/bin/snakemake -n --configfile config/paper.yaml --sdm env-modules --profile profiles/slurm",

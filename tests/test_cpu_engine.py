@@ -18,12 +18,12 @@ import copy
 
 import pytest
 import torch
-from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
-from tiny_models import write_tiny_model
 
 from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator
 from llm_utility.generation.cpu_arithmetic import Int8RowLinear, outlier_channels, quantize_linears, resolve_dtype
 from llm_utility.generation.generator import cut_answer
+from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
+from tiny_models import write_tiny_model
 
 PROMPTS = [
     "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
@@ -132,7 +132,9 @@ def test_an_int8_linear_is_within_its_quantization_error_of_float32():
 @pytest.mark.slow  # loads a model
 @int8_only
 def test_outlier_channels_are_the_largest_inputs_of_each_layer(tiny_fp32):
-    model = tiny_fp32.model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_fp32.load_path).eval()  # as loaded, before the engine wraps it
     ids = tiny_fp32.encode("Lima is the capital of Peru.")
     seen = {}
     hooks = [
@@ -195,18 +197,59 @@ def test_the_engine_decodes_what_generate_decodes_for_each_architecture(arch, tm
     assert gen.generate(prompts, max_new_tokens=12) == [direct_greedy(gen, p, 12, []) for p in prompts]
 
 
+def _tiny_in(dtype: str, factory: pytest.TempPathFactory):
+    if dtype == "int8" and not cpu_arithmetic.int8_supported():
+        pytest.skip("int8 needs an x86 CPU with AVX2 (fbgemm)")
+    path = factory.mktemp(f"tiny-{dtype}")
+    return load_generator(write_tiny_llama(path, "bos", seed=5), {**tiny_spec(path), "dtype": dtype})
+
+
 @pytest.mark.slow  # loads a model
-def test_a_call_is_the_same_alone_and_in_a_batch_of_other_lengths(tiny_fp32):
-    gen = tiny_fp32
-    together = gen.generate(PROMPTS, max_new_tokens=10)
-    for prompt, expected in zip(PROMPTS, together):
-        gen._prefixes.clear()
-        assert gen.generate([prompt], max_new_tokens=10) == [expected]
-    pairs = [(p, " Lima is the capital") for p in PROMPTS]
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+def test_a_call_is_bitwise_the_same_alone_and_in_a_batch_of_other_lengths(dtype, tmp_path_factory):
+    """The generation store keys a call without its batch: alone, or among 40 prompts of other
+    lengths (decoding steps of up to 40 rows, so several blocks of ``STEP_ROWS``), a prompt gets the
+    same tokens and bitwise the same scores, in every arithmetic."""
+    gen = _tiny_in(dtype, tmp_path_factory)
+    assert gen.dtype == dtype and gen.store_key_extras()["cpu_engine"] == hf_engine.CPU_ENGINE
+    prompts = [PROMPTS[i % len(PROMPTS)] + " Peru" * (i // len(PROMPTS)) for i in range(40)]
+    together = gen.generate(prompts, max_new_tokens=10)
+    assert len(set(together)) > 5  # the rows really differ
+    assert [gen.generate([p], max_new_tokens=10)[0] for p in prompts[::3]] == together[::3]
+    pairs = [(p, " Lima is the capital of Peru") for p in prompts[:12]]
     scores = gen.score(pairs)
-    for pair, expected in zip(pairs, scores):
-        gen._prefixes.clear()  # alone, it reuses no prefix: float32 rounding apart (a few 1e-6)
-        assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
+    assert [gen.score([pair])[0] for pair in pairs] == scores
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
+    """``StepRows`` multiplies a step's rows in blocks of exactly STEP_ROWS, whatever their number;
+    a prompt's tokens (one row of several) are one product, as ``nn.Linear`` makes it."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(96, 200).to(dtype)
+    layer = cpu_arithmetic.StepRows(linear)
+    rows = torch.randn(70, 1, 96, dtype=dtype)
+    together = layer(rows)
+    assert together.shape == (70, 1, 200)
+    for n in (1, 5, 16, 17, 50):
+        assert torch.equal(layer(rows[:n]), together[:n]), n
+    for i in (0, 3, 69):
+        assert torch.equal(layer(rows[i : i + 1]), together[i : i + 1])
+        assert torch.equal(layer(torch.cat([rows[i : i + 1], torch.randn(30, 1, 96, dtype=dtype)]))[:1], together[i : i + 1])
+    prompt = torch.randn(1, 33, 96, dtype=dtype)
+    assert torch.equal(layer(prompt), linear(prompt))
+
+
+@int8_only
+def test_int8_layers_and_the_output_layer_are_wrapped_in_step_rows(tmp_path):
+    path = tmp_path / "tiny"
+    gen = load_generator(write_tiny_llama(path, "bos", seed=6), {**tiny_spec(path), "dtype": "int8"})
+    model = gen.model
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear | Int8RowLinear)]
+    wrapped = [m.linear for m in model.modules() if isinstance(m, cpu_arithmetic.StepRows)]
+    assert len(linears) == len(wrapped) > 10 and all(any(w is m for w in wrapped) for m in linears)
+    assert isinstance(model.get_output_embeddings(), cpu_arithmetic.StepRows)
+    assert sum(isinstance(m, Int8RowLinear) for m in linears) == len(linears) - 1  # all but the output layer
 
 
 @pytest.mark.slow  # loads a model
@@ -249,24 +292,6 @@ def test_decoding_batches_bound_memory_and_padding():
     for g in groups:
         assert len(g) * lengths[g[0]] * 1000 <= 2_000_000 or len(g) == 1
         assert all(4 * lengths[i] >= 3 * lengths[g[0]] for i in g)
-
-
-@pytest.mark.slow  # loads a model
-@int8_only
-def test_int8_calls_are_the_same_alone_and_in_a_batch(tiny_int8):
-    gen = tiny_int8
-    assert gen.dtype == "int8" and gen.store_key_extras()["int8"] == cpu_arithmetic.INT8_RECIPE
-    together = gen.generate(PROMPTS, max_new_tokens=10)
-    alone = []
-    for prompt in PROMPTS:
-        gen._prefixes.clear()
-        alone.append(gen.generate([prompt], max_new_tokens=10)[0])
-    assert alone == together
-    pairs = [(p, " Lima is the capital of Peru") for p in PROMPTS]
-    scores = gen.score(pairs)
-    for pair, expected in zip(pairs, scores):
-        gen._prefixes.clear()
-        assert gen.score([pair])[0] == pytest.approx(expected, abs=1e-5)
 
 
 @pytest.mark.slow  # loads a model

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 from llm_utility.data import mapping, msmarco
-from llm_utility.pipeline import data as jobs
 from llm_utility.data.readers import DataFormatError
+from llm_utility.pipeline import data as jobs
 
 FACTUAL = ["LOCATION", "NUMERIC", "PERSON", "ENTITY"]
 # QnA v2.1 dev: columns keyed by row; query_id is the passage-ranking qid.

@@ -51,7 +51,12 @@ def _resolve(configfile: str | None) -> tuple[object, list]:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import (
-        ConfigSettings, DAGSettings, DeploymentMethod, DeploymentSettings, OutputSettings, ResourceSettings,
+        ConfigSettings,
+        DAGSettings,
+        DeploymentMethod,
+        DeploymentSettings,
+        OutputSettings,
+        ResourceSettings,
         StorageSettings,
     )
 

@@ -12,8 +12,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from llm_utility.workflow import Plan, check_config
-from llm_utility.workflow import estimates
+from llm_utility.workflow import Plan, check_config, estimates
 from llm_utility.workflow.parts import SHARDABLE_RULES, parse_part, part_bounds, part_name, part_names, query_part
 from workflow_runner import REPO
 
@@ -257,8 +256,9 @@ def test_the_paper_config_s_shards_fit_the_limit():
 
 
 def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_path):
-    import polars as pl
     from types import SimpleNamespace
+
+    import polars as pl
 
     from llm_utility.workflow import job_part_queries
 

@@ -15,8 +15,8 @@ from polars.testing import assert_frame_equal
 
 import llm_utility.generation as generation
 from llm_utility import pipeline
-from llm_utility.generation.store import count_rows
 from llm_utility.config import with_defaults
+from llm_utility.generation.store import count_rows
 from standin import StandInGenerator, stand_in_manifest, write_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ def run(tmp_path_factory):
     RUN.write_parquet(paths["run"])
     prompts = str(REPO / "config" / "prompts.yaml")
     spec = with_defaults("llms", {"backend": "transformers", "weights": {"path": str(model_dir)}, "prompt_format": "chat", "stop": ["\n"], "max_new_tokens": 16, "batch_size": 3})
-    judge_cfg, rank_cfg = with_defaults("judgments", {}), with_defaults("rankings", {})
+    rank_cfg = with_defaults("rankings", {})
     cands = tmp / "candidates.parquet"
     pipeline.candidates_job(queries=paths["queries"], run=paths["run"], passages=paths["passages"], top_k=3, output=cands)
     paths["candidates"] = cands
@@ -477,7 +477,7 @@ def test_a_sharded_job_gathers_to_the_unsharded_tables(run, tmp_path):
     and perplexity, also when judgments.max_queries cuts across the parts."""
     from llm_utility.workflow.parts import part_name, part_queries
 
-    prompts, judge_cfg, rank_cfg = str(REPO / "config" / "prompts.yaml"), with_defaults("judgments", {}), with_defaults("rankings", {})
+    prompts, rank_cfg = str(REPO / "config" / "prompts.yaml"), with_defaults("rankings", {})
     manifest = str(run["tmp"] / "std-a" / "manifest.json")
     answer_outputs = ("none", "single", "topk", "union", "human")
     gold_tables = {f"gold_U_from_{s}": str(run["tmp"] / s / "gold_U.parquet") for s in LLMS}

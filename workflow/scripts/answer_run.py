@@ -18,8 +18,8 @@ from llm_utility.logs import log_to  # noqa: E402
 
 log = log_to(snakemake.log[0])
 
-from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
 from llm_utility.generation.store import job_name  # noqa: E402
+from llm_utility.gpu import lease_gpus  # noqa: E402  (must run before torch or vLLM is imported)
 from llm_utility.method.answers import run_context  # noqa: E402
 from llm_utility.workflow import gpu_lock_dir, job_part_queries, store_root  # noqa: E402
 

@@ -1,8 +1,16 @@
-"""Rule materialize_retriever: fetch a hub encoder once into resources/ (or describe local weights)."""
+"""Rule materialize_retriever: fetch a hub encoder once into resources/ (or describe local weights).
 
-import os
+By hand:  python workflow/scripts/materialize_retriever.py retriever=minilm
+"""
 
-from llm_utility.logs import log_to
+if "snakemake" not in globals():
+    from llm_utility.workflow import mock_snakemake
+
+    snakemake = mock_snakemake("materialize_retriever")
+
+import os  # noqa: E402
+
+from llm_utility.logs import log_to  # noqa: E402
 
 log = log_to(snakemake.log[0])
 

@@ -19,6 +19,7 @@ from ..schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from . import local, worldfacts
 from .files import normalize_spec
 
+
 def member_of(cfg: Mapping, key: str) -> str | None:
     value = cfg.get(key)
     return None if value is None else normalize_spec(value).get("member")

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from llm_utility.io import conform, unique_in_order
-from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 from llm_utility.metrics import dpr_tokens, has_answer
+from llm_utility.schemas import PASSAGES_SCHEMA, QUERIES_SCHEMA
 
 FLAVOURS = ("single_hop", "two_hop", "claim")
 SECTIONS = ("capital", "population", "currency", "people", "borders", "codes")

@@ -211,6 +211,57 @@ def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None,
     return replaced
 
 
+# Rows per product of a decoding step (``StepRows``).
+STEP_ROWS = 16
+
+
+class StepRows(nn.Module):
+    """A linear layer (``nn.Linear`` or ``Int8RowLinear``) whose decoding steps multiply in blocks
+    of exactly ``STEP_ROWS`` rows, zero-padded, so that a row's result does not depend on the other
+    rows of its step.
+
+    CPU GEMM libraries pick their kernel by the number of rows, and kernels round differently:
+    oneDNN's bfloat16 GEMM changes a row's output when 48 or more rows share the product (up to 0.25
+    in Gemma 3's logits, measured on an AMX CPU), and float32 GEMMs (the output layer, int8's outlier
+    channels) move by an ulp. With every step's product exactly ``STEP_ROWS`` rows the kernel is
+    always the same one, and each row's result is bitwise the same whatever shares its block. A
+    prompt's own tokens (a prefill: one row of several tokens) stay one product: the same prompt
+    always makes the same product.
+    """
+
+    def __init__(self, linear: nn.Module, rows: int = STEP_ROWS) -> None:
+        super().__init__()
+        self.linear, self.rows = linear, rows
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    @property
+    def weight(self) -> torch.Tensor:  # what transformers reads of an output layer (tied weights, vocabulary)
+        return self.linear.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 3 or x.shape[-2] != 1:  # a prompt's tokens
+            return self.linear(x)
+        rows = x.reshape(-1, self.in_features)
+        n = rows.shape[0]
+        padding = -n % self.rows
+        if padding:
+            rows = torch.cat([rows, rows.new_zeros(padding, self.in_features)])
+        out = torch.cat([self.linear(block) for block in rows.split(self.rows)])
+        return out[:n].reshape(*x.shape[:-1], self.out_features)
+
+
+def fix_step_rows(model: nn.Module, rows: int = STEP_ROWS) -> int:
+    """Wrap every linear layer of ``model`` (float32, bfloat16 or int8, the output layer included)
+    in ``StepRows``, in place; returns how many."""
+    replaced = 0
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear | Int8RowLinear):
+                setattr(module, name, StepRows(child, rows))
+                replaced += 1
+    return replaced
+
+
 def output_vocabulary(model: Any) -> int:
     """Rows of the output layer (the vocabulary), whatever its type."""
     head = model.get_output_embeddings()

@@ -20,13 +20,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 from .cpu_arithmetic import (
     CALIBRATION_TEXT,
     INT8_RECIPE,
+    fix_step_rows,
     output_vocabulary,
     quantize_linears,
     resolve_dtype,
     torch_dtype,
 )
 from .generator import Generator, cut_answer, length_batches
-from .hf_engine import PrefixCache, Workspace, greedy_generate, prefill
+from .hf_engine import CPU_ENGINE, ROWWISE_ATTENTION, PrefixCache, Workspace, greedy_generate, prefill
 
 __all__ = ["HFGenerator", "resolve_dtype"]
 
@@ -74,7 +75,10 @@ class HFGenerator(Generator):
         cuda = torch.cuda.is_available()
         self.dtype = resolve_dtype(self.spec["dtype"], cuda)
         self._cuda = cuda
-        self._prefixes, self._workspace = PrefixCache(), Workspace()
+        # No prefix is reused on a CPU: a prompt's tokens computed after a cached prefix are a product of
+        # fewer rows than computed with it, and GEMM kernels round by row count (``StepRows``), so
+        # a prompt's result would depend on which prompts the job computed before it.
+        self._prefixes, self._workspace = PrefixCache(max_bytes=0), Workspace()
         # load_path is a local folder (materialize put every model on disk): no revision to ask for.
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
         if self.tokenizer.pad_token is None:
@@ -99,6 +103,9 @@ class HFGenerator(Generator):
         loaded = time.perf_counter()
         if self.dtype == "int8":
             quantize_linears(model, self.encode(CALIBRATION_TEXT))
+        if not self._cuda:
+            fix_step_rows(model)
+            model.set_attn_implementation(ROWWISE_ATTENTION)
         log.info(
             "%s: weights loaded in %.1f s%s", self.slug, loaded - started,
             f", int8 in {time.perf_counter() - loaded:.1f} s" if self.dtype == "int8" else "",
@@ -116,8 +123,11 @@ class HFGenerator(Generator):
         return model
 
     def store_key_extras(self) -> dict[str, Any]:
-        """int8 is this project's own recipe (``cpu_arithmetic.Int8RowLinear``): its version is in the key."""
-        return {"int8": INT8_RECIPE} if self.dtype == "int8" else {}
+        """On a CPU, the engine's numerics (``hf_engine.CPU_ENGINE``) and int8's recipe
+        (``cpu_arithmetic.Int8RowLinear``) are this project's own: their versions are in the key."""
+        if self._cuda:
+            return {}
+        return {"cpu_engine": CPU_ENGINE, **({"int8": INT8_RECIPE} if self.dtype == "int8" else {})}
 
     def close(self) -> None:
         """Drop the weights and return the CUDA memory torch cached for them (see ``gpu.lease_gpus``)."""

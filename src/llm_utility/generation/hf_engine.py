@@ -1,6 +1,5 @@
-"""The CPU engine of the transformers backend: each prompt prefilled on its own, reusing the longest
-prefix an earlier prompt of the job computed, then greedy decoding of many rows at once, each row
-leaving the batch when it finishes.
+"""The CPU engine of the transformers backend: each prompt prefilled on its own, then greedy
+decoding of many rows at once, each row leaving the batch when it finishes.
 
 Why this shape (measured in docs/performance.md, "The CPU engine"):
 
@@ -8,12 +7,18 @@ Why this shape (measured in docs/performance.md, "The CPU engine"):
   for the GEMMs, so batching prompts for prefill gains nothing and padding them costs real work. A
   prompt computed alone is also computed the same way whatever else the job asks: its result does
   not depend on a batch, which the generation store's keys (prompt, not batch) require.
-- **Shared prefixes once.** The prompts of one job share long prefixes (the chat template, the
-  instruction, the first passages of the top-k and the union); causal attention makes a prefix's
-  keys and values independent of what follows, so they are reused exactly.
-- **Decode many rows at once.** A decoding step reads every weight once for however many rows, so
-  the rows of all the prompts of a call (up to a memory budget) decode together, and a row that
-  stops (end of sequence, a stop string, the token limit) leaves the batch at once.
+- **Decode many rows at once, each as if alone.** A decoding step reads every weight once for
+  however many rows, so the rows of all the prompts of a call (up to a memory budget) decode
+  together, and a row that stops (end of sequence, a stop string, the token limit) leaves the batch
+  at once. Each step's linear layers multiply in fixed blocks of rows (``cpu_arithmetic.StepRows``)
+  and each row attends to its own keys only (``ROWWISE_ATTENTION``), so a row's tokens are bitwise
+  those it gets alone: GEMM kernels round by row count, and a padded row's reductions group
+  differently (13 of 79 demo answers of SmolLM2 in bfloat16 changed with their batch before).
+- **Prefixes** (``PrefixCache``): causal attention makes a prefix's keys and values independent of
+  what follows, so ``prefill`` can start after a cached prefix, equal up to rounding. The backend
+  does not use it on a CPU (its cache holds nothing): the suffix is a product of fewer rows than
+  the whole prompt, so the rounding, and sometimes a greedy token, would depend on the job's
+  earlier prompts.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # Keys and values of earlier prompts kept for their prefixes, per job (bytes).
 PREFIX_CACHE_BYTES = 1 << 30
@@ -42,6 +49,40 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, (1, 
 
 def kv_bytes(kv: KV) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+
+ROWWISE_ATTENTION = "llm_utility_rowwise_sdpa"
+# Bump when the engine's numerics change (how products are blocked, what is reused): it is part of
+# the generation-store key of every CPU call, so a store never serves another engine's outputs.
+CPU_ENGINE = "prefill-whole-step-rows-16-rowwise-attention-v1"
+
+
+def _rowwise_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """transformers' SDPA attention, but a decoding step (one query per row) attends row by row to
+    that row's own keys only, as it would alone.
+
+    Batched, a row's keys sit behind the padding of shorter rows and the kernel's reductions group
+    them differently; a few rounding steps then change a bfloat16 hidden state, and with it,
+    sometimes, a greedy token. Alone or in any batch, a row here is the same product of the same
+    tensors. A prompt's tokens (several queries, one row) go to SDPA as they are."""
+    if query.shape[2] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    rows = []
+    for b in range(query.shape[0]):
+        start, end = 0, key.shape[2]
+        if attention_mask is not None:  # (batch, 1, 1, keys), True where attended: one contiguous run
+            allowed = attention_mask[b, 0, 0].nonzero()
+            start, end = int(allowed[0]), int(allowed[-1]) + 1
+        out, _ = sdpa_attention_forward(
+            module, query[b : b + 1], key[b : b + 1, :, start:end], value[b : b + 1, :, start:end], None, **kwargs
+        )
+        rows.append(out)
+    return torch.cat(rows), None
+
+
+AttentionInterface.register(ROWWISE_ATTENTION, _rowwise_sdpa)
+AttentionMaskInterface.register(ROWWISE_ATTENTION, sdpa_mask)
 
 
 class PrefixCache:

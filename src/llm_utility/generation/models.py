@@ -10,6 +10,7 @@ hub model, the content hash of the weight files otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -82,8 +83,53 @@ def assemble_gguf(package: str, work_dir: Path) -> Path:
     return Path(module.assemble(output_path=work_dir / name))
 
 
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """Within this block, every ``gguf.GGUFReader`` of a path is one parse of it.
+
+    transformers' GGUF loading builds a reader three times (for the config, the tokenizer and the
+    weights), and a reader's metadata parse slices the file's ``numpy.memmap`` once per vocabulary
+    entry, each slice paying memmap's subclass bookkeeping: ~8 s a parse for Gemma 3's 262k tokens,
+    2.4 s over a plain ndarray view of the same mapping (the same fields and tensors: a test of
+    tests/test_hf_backend.py compares them). transformers imports the reader class from ``gguf`` at
+    each load, so it is swapped there for the block's length.
+    """
+    import gguf
+    import numpy as np
+
+    class PlainArrayReader(gguf.GGUFReader):
+        # GGUFReader.__init__ assigns self.data = np.memmap(...) and then parses through self.data.
+        @property
+        def data(self) -> Any:
+            return self._plain
+
+        @data.setter
+        def data(self, mapped: Any) -> None:
+            self._plain = mapped.view(np.ndarray)
+
+    parsed: dict[tuple[str, str], gguf.GGUFReader] = {}
+
+    def reader(path: str | os.PathLike, mode: str = "r") -> gguf.GGUFReader:
+        key = (os.fspath(path), mode)
+        if key not in parsed:
+            parsed[key] = PlainArrayReader(path, mode)
+        return parsed[key]
+
+    original = gguf.GGUFReader
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+
+
 def _dequantize_gguf(gguf: Path, out_dir: Path) -> dict[str, Any]:
     """Load a GGUF with transformers, dequantized to float32, and save it as safetensors."""
+    with _gguf_parsed_once():
+        return _dequantize_gguf_with_transformers(gguf, out_dir)
+
+
+def _dequantize_gguf_with_transformers(gguf: Path, out_dir: Path) -> dict[str, Any]:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer

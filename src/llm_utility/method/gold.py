@@ -15,7 +15,6 @@ from ..schemas import GOLD_SCHEMA
 from .answers import Candidates
 
 
-
 def known_flags(none_answers: pl.DataFrame) -> pl.DataFrame:
     """qid, known: whether the no-passage answer is correct."""
     return none_answers.select("qid", pl.col("correct").alias("known"))

@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..io import read_table, write_parquet
-from ..method.answers import CONTEXT_PATTERNS, Candidates, answer_contexts, candidates_table, context_requests, run_passages
+from ..method.answers import (
+    CONTEXT_PATTERNS,
+    Candidates,
+    answer_contexts,
+    candidates_table,
+    context_requests,
+    run_passages,
+)
 from ..method.gold import gold_sets, known_flags
 from ..method.prompts import load_prompts
 from ..schemas import CANDIDATES_SCHEMA, QUERIES_SCHEMA, RUN_SCHEMA

@@ -83,10 +83,10 @@ def findings_job(
 def transfer_unknown_job(*, answers, known, llms: Sequence[str], candidates: str, csv: str, md: str) -> None:
     """The transfer matrices (``candidates`` C or U) beside their control on the queries unknown to
     both LLMs of each cell, every dataset: tidy CSV and Markdown."""
+    import polars as pl
+
     from ..report.findings import transfer_unknown_both, transfer_unknown_markdown
     from ..report.tables import write_csv
-
-    import polars as pl
 
     frames, flags = _read_keyed(answers), _read_known(known)
     datasets = list(dict.fromkeys(d for d, _, _ in frames))

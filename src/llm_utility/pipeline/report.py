@@ -7,8 +7,8 @@ to its queries. Datasets and LLMs appear in the order of the keys.
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any

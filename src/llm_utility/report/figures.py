@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from ..io import atomic_path
 
+
 def resolve_style(style: Mapping[str, Any]) -> dict[str, Any]:
     """The validated ``figures`` section of the config (every key, defaults filled by the schema:
     ``llm_utility.config.schema_defaults("figures")`` gives them outside the workflow)."""

@@ -19,7 +19,7 @@ from .analysis import correct_pct
 Keyed = Mapping[tuple[str, ...], pl.DataFrame]
 
 
-def _gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:
+def gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:
     """qid -> gold pids, for exactly ``qids`` (an empty set where the gold set is empty)."""
     out: dict[str, set[str]] = {q: set() for q in qids}
     for qid, pid in gold.select("qid", "pid").iter_rows():
@@ -43,10 +43,10 @@ def selection_scores(judgments: Keyed, gold_C: Keyed, known: Keyed | None = None
     """
     rows = []
     for (dataset, llm, method), table in judgments.items():
-        qids, selected = _selected_of(table)
+        qids, selected = selected_of(table)
         outcome = outcomes_of(table)
-        gold = _gold_of(gold_C[(dataset, llm)], qids)
-        m = set_metrics(selected, gold, _unparsed_of(table))
+        gold = gold_of(gold_C[(dataset, llm)], qids)
+        m = set_metrics(selected, gold, unparsed_of(table))
         row = {
             "dataset": dataset,
             "llm": llm,
@@ -89,7 +89,7 @@ def outcome_shares(outcome: Mapping[str, str], qids: Sequence[str], suffix: str 
     return {f"{s}{suffix}": 100 * _mean([float(outcome[q] == s) for q in qids]) for s in statuses}
 
 
-def _unparsed_of(table: pl.DataFrame) -> set[str]:
+def unparsed_of(table: pl.DataFrame) -> set[str]:
     """The qids of a judgments table with an output that is no judgment (unparsed or an echo): the
     failures of the set metrics."""
     return set(table.filter(~pl.col("parsed"))["qid"].to_list())
@@ -145,7 +145,7 @@ def ranking_scores(rankings: Keyed, gold_C: Keyed, k: int) -> pl.DataFrame:
     for (dataset, llm, method), table in rankings.items():
         ordered = table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid"))
         ranked = dict(ordered.iter_rows())
-        m = ranking_metrics(ranked, _gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
+        m = ranking_metrics(ranked, gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
         shares = outcome_shares(outcomes_of(table), list(ranked), statuses=(UNPARSED, ECHO)) if ranked else {UNPARSED: 0.0, ECHO: 0.0}
         rows.append((dataset, llm, method, 100 * m["ndcg"], 100 * m["recall"], shares[UNPARSED], shares[ECHO]))
     schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String, "ndcg": pl.Float64, "recall": pl.Float64, "unparsed": pl.Float64, "echo": pl.Float64}
@@ -248,7 +248,8 @@ def perplexity_summary(perplexities: Keyed) -> pl.DataFrame:
 # from ``report.bootstrap`` with the queries as the resampling unit, to join onto the table.
 
 
-def _selected_of(table: pl.DataFrame) -> tuple[list[str], dict[str, set[str]]]:
+def selected_of(table: pl.DataFrame) -> tuple[list[str], dict[str, set[str]]]:
+    """(the judged qids in table order, qid -> the pids selected for it): a judgments table as sets."""
     qids = table["qid"].unique(maintain_order=True).to_list()
     selected: dict[str, set[str]] = {q: set() for q in qids}
     for qid, pid in table.filter(pl.col("selected")).select("qid", "pid").iter_rows():
@@ -276,8 +277,8 @@ def selection_intervals(
     rs = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
     rows = []
     for (dataset, llm, method), table in judgments.items():
-        qids, selected = _selected_of(table)
-        per_query = set_metrics_per_query(selected, _gold_of(gold_C[(dataset, llm)], qids), _unparsed_of(table))
+        qids, selected = selected_of(table)
+        per_query = set_metrics_per_query(selected, gold_of(gold_C[(dataset, llm)], qids), unparsed_of(table))
         nonempty = per_query.filter(pl.col("n_gold") > 0)
         empty = per_query.filter(pl.col("n_gold") == 0)
         p, r = (100 * nonempty[c].to_numpy().astype(float) for c in ("precision", "recall"))
@@ -315,7 +316,7 @@ def ranking_intervals(rankings: Keyed, gold_C: Keyed, k: int, n_resamples: int, 
     rows = []
     for (dataset, llm, method), table in rankings.items():
         ranked = dict(table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid")).iter_rows())
-        per_query = ranking_metrics_per_query(ranked, _gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
+        per_query = ranking_metrics_per_query(ranked, gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
         rows.append(
             {
                 "dataset": dataset,

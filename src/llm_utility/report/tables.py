@@ -15,8 +15,8 @@ from itertools import repeat
 import pandas as pd
 import polars as pl
 
-from .analysis import ANSWER_BLOCK, TABLE1_COLUMNS, matrices_long
 from ..io import atomic_path, write_text
+from .analysis import ANSWER_BLOCK, TABLE1_COLUMNS, matrices_long
 
 # The paper's column headers, for the LaTeX rendering.
 TABLE1_TEX_HEADERS = {

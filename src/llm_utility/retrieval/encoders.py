@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from llm_utility.gpu import close_before_release
 from llm_utility.io import atomic_path
+
 if TYPE_CHECKING:
     import pyarrow as pa
 

@@ -39,37 +39,18 @@ Intervals come from ``report.bootstrap`` (``scipy.stats.bootstrap``, seeded): pe
 pooled share, a mean log-perplexity over passages) as statistics recomputed on resampled queries,
 pooled effects with ``stratified_interval``.
 
-The package: ``framework`` (inputs, claims, pooling, cells and entries: the API a new finding is
-written with), ``claims`` (one function per finding, and ``all_findings``), ``qrels`` (beyond the paper: do an
-LLM's own qrels predict its RAG accuracy better than human qrels), ``rendering``
-(findings.md and findings.html) and ``transfer`` (the transfer matrices on the queries unknown to
-both LLMs).
+The package: ``framework`` (inputs, claims, pooling, cells and entries, ``Finding`` and the re-ask
+twins: the API a new finding is written with); one module per section of the paper, each declaring
+its findings: ``human_passages`` (Section 4: Table 1, the transfer of gold sets), ``divergence``
+(Section 5: Figures 3 and 4), ``selection`` (Section 6.1: Tables 2 and 8), ``ranking`` (Section
+6.2: Table 4), ``rag`` (Section 6.1's RAG performance: Tables 3, 7 and Figure 9); ``qrels`` (beyond
+the paper: do an LLM's own qrels predict its RAG accuracy better than human qrels); ``registry``
+(every finding in order, and ``all_findings``); ``parse_shares`` (how much of a judgment finding
+rests on genuine outputs); ``rendering`` (findings.md and findings.html) and ``transfer`` (the
+transfer matrices on the queries unknown to both LLMs).
 """
 
-from .claims import (
-    all_findings,
-    attention_below_retriever,
-    gold_lower_perplexity,
-    human_share_in_gold,
-    known_lose_with_human,
-    known_overselection,
-    known_rejection_lowers_recall,
-    likelihood_beats_listwise_pa_triviaqa,
-    listwise_beats_pointwise,
-    listwise_pa_ranks_best,
-    own_gold_beats_human,
-    own_gold_beats_others,
-    pseudo_answer_improves_f1,
-    same_family_overlap,
-    selected_beats_reranked,
-    selected_beats_topk,
-    selections_transfer_better_than_gold,
-    table1_hierarchy,
-    table1_pair,
-    twin_claim,
-    with_control,
-    with_twin,
-)
+from .divergence import gold_lower_perplexity, human_share_in_gold, known_lose_with_human, same_family_overlap
 from .framework import (
     BY_CONSTRUCTION,
     CONSTRUCTIONS,
@@ -77,27 +58,45 @@ from .framework import (
     PAPER_DATASETS,
     VERDICTS,
     Claim,
+    Finding,
     FindingInputs,
     NotRun,
     Pool,
     PooledDifferences,
     Resampling,
+    beats_every_entry,
     difference_entry,
     make_cell,
     make_entry,
     not_run,
+    twin_claim,
+    with_control,
+    with_twin,
 )
-from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
+from .human_passages import own_gold_beats_human, own_gold_beats_others, table1_hierarchy, table1_pair
+from .parse_shares import with_parse_shares
 from .qrels import llm_qrels_predict_rag
+from .rag import selected_beats_reranked, selected_beats_topk, selections_transfer_better_than_gold
+from .ranking import attention_below_retriever, likelihood_beats_listwise_pa_triviaqa, listwise_pa_ranks_best
+from .registry import FINDINGS, all_findings
+from .rendering import cells_frame, construction_frame, findings_html, findings_markdown, reask_frame, summary_frame
+from .selection import (
+    known_overselection,
+    known_rejection_lowers_recall,
+    listwise_beats_pointwise,
+    pseudo_answer_improves_f1,
+)
 from .transfer import transfer_unknown_both, transfer_unknown_markdown
 
 __all__ = [
     "BY_CONSTRUCTION",
     "CONSTRUCTIONS",
+    "FINDINGS",
     "NOT_RUN",
     "PAPER_DATASETS",
     "VERDICTS",
     "Claim",
+    "Finding",
     "FindingInputs",
     "NotRun",
     "Pool",
@@ -105,6 +104,7 @@ __all__ = [
     "Resampling",
     "all_findings",
     "attention_below_retriever",
+    "beats_every_entry",
     "cells_frame",
     "construction_frame",
     "difference_entry",
@@ -138,4 +138,5 @@ __all__ = [
     "transfer_unknown_both",
     "transfer_unknown_markdown",
     "with_control",
+    "with_parse_shares",
 ]

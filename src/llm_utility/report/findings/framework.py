@@ -1,13 +1,16 @@
-"""The findings' framework: the inputs a finding reads, the resampling settings, and how cells and
-entries are built from bootstrap effects (see ``llm_utility.report.findings`` for an entry's fields
-and what a verdict means).
+"""The findings' framework: the inputs a finding reads, the resampling settings, the claims and the
+registry's ``Finding`` (with its re-ask twin), and how cells and entries are built from bootstrap
+effects (see ``llm_utility.report.findings`` for an entry's fields and what a verdict means).
 
 A finding function builds its ``Claim``, one cell per (dataset, LLM, ...) with ``make_cell``, and
 collects the same per-query values into a ``Pool`` (or the ``PooledDifferences`` of paired
 per-query differences); ``make_entry(claim, cells, pool, rs, inputs=inputs)`` then marks each
 cell in or out of the claim's scope, pools the in-scope datasets (each weighted equally, queries
 resampled within their dataset) and gives the verdict, or the description of a finding that
-cannot fail. ``difference_entry`` does all of it for paired per-query values.
+cannot fail. ``difference_entry`` does all of it for paired per-query values, ``beats_every_entry``
+for "A beats every competitor". A ``Finding`` pairs a claim with that computation: the registry
+(``registry.FINDINGS``) lists them, and ``all_findings`` evaluates each, then its re-ask twin where
+its claim declares one.
 """
 
 from __future__ import annotations
@@ -33,6 +36,25 @@ CONSTRUCTIONS = ("can_fail", "partly_built_in", "cannot_fail")
 PAPER_DATASETS = ("nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever")
 # Answer contexts the re-ask stage answers again (``answers/reask_<context>.parquet``).
 REASK_PREFIX = "reask_"
+
+# Scopes (``Claim.scope``, ``report.claim_scope``): the paper's datasets each claim is stated for.
+SINGLE_HOP = "single_hop"  # Sections 4-5 (Table 1, Figures 1-4 and 8): NQ, TriviaQA, MS MARCO-FQA
+HUMAN_SHARE = "human_share"  # "about half ... for both the NQ and MS MARCO-FQA datasets"
+ALL = "all"  # Section 6 (Tables 2-4, 7, 8): all six datasets
+TRIVIAQA = "triviaqa"  # Table 4: likelihood ranks best on TriviaQA
+
+# What builds part of a verdict in (``Claim.construction_reason``): the replays of selecting calls.
+REPLAY_ONE = "a one-passage gold set is answered with the very call that made it gold (correct by construction)"
+REPLAY_KNOWN = (
+    "the empty gold set of a known query replays the no-passage call that made it known (correct by definition)"
+)
+REASK_REASON = (
+    "re-ask answers (a paraphrased instruction, passages in reverse order): no evaluated call is the call that "
+    "selected its passages or made its query known"
+)
+REASK_MISSING = (
+    "no re-ask answers (answers/reask_<context>.parquet) among the inputs: the re-ask stage is off or not configured"
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +175,8 @@ class Claim:
     inputs are made, e.g. a gold set replays the call that selected it; the verdict stands, with
     ``construction_reason``), ``cannot_fail`` (its sign is fixed: no verdict, the effect is
     described). ``scope`` names the entry of ``report.claim_scope`` that lists the paper's datasets
-    the claim covers.
+    the claim covers. ``reask_twin``: the finding is followed by its twin on the re-ask answers
+    (``twin_claim``), which takes out what the construction builds in.
     """
 
     id: str
@@ -166,6 +189,7 @@ class Claim:
     construction_reason: str = ""
     scope: str = "all"
     band: tuple[float, float] | None = None
+    reask_twin: bool = False
 
     def __post_init__(self) -> None:
         if self.construction not in CONSTRUCTIONS:
@@ -426,3 +450,119 @@ def difference_entry(
         cells.append(make_cell(keys, paired_difference(a, b, **rs.kwargs()), claim))
         pool.add(dataset, frame["qid"].to_list(), a - b)
     return make_entry(claim, cells, pool, rs, inputs=inputs)
+
+
+def beats_every_entry(
+    claim: Claim,
+    inputs: FindingInputs,
+    rs: Resampling,
+    competitors: dict[str, list[tuple[dict[str, Any], str, pl.DataFrame]]],
+    note: str,
+    empty_reason: str,
+) -> dict[str, Any]:
+    """An entry for "A beats every competitor": a cell per (dataset, llm, versus) with A minus that
+    competitor paired per query, and per competitor its pooled margin (``margins``: the mean of the
+    in-scope datasets' mean differences). The entry's effect and interval are the smallest margin's.
+    It holds when every margin's interval lies above 0 (an intersection-union test: no correction
+    needed) and is reversed when the smallest margin lies below 0 even at the Bonferroni-corrected
+    confidence 1 - (1 - confidence) / competitors (the smallest of several null margins is more often
+    below 0 than one is)."""
+    names = [m for m, pairs in competitors.items() if pairs]
+    if not names:
+        return not_run(claim, empty_reason, inputs)
+    cells, pools = [], {}
+    for name in names:
+        pools[name] = PooledDifferences()
+        for keys, dataset, frame in competitors[name]:
+            a, b = frame["a"].to_numpy(), frame["b"].to_numpy()
+            cells.append(make_cell({**keys, "versus": name}, paired_difference(a, b, **rs.kwargs()), claim))
+            pools[name].add(dataset, frame["qid"].to_list(), a - b)
+    scoped = [d for d in inputs.datasets if inputs.in_scope(d, claim)]
+    effects = {name: e for name in names if (e := pools[name].effect(rs, scoped)) is not None}
+    smallest = min(effects, key=lambda m: effects[m].effect) if effects else None
+    entry = make_entry(claim, cells, effects.get(smallest), rs, note=note, inputs=inputs)
+    if entry["status"] != "run" or smallest is None:
+        return entry
+    margins = [too_few(make_cell({"versus": m}, effects[m], claim), rs) for m in effects]
+    if all(m["verdict"] == "holds" for m in margins):
+        decided = "holds"
+    else:
+        corrected = replace(rs, confidence=1 - (1 - rs.confidence) / len(effects))
+        strict = pools[smallest].effect(corrected, scoped)
+        decided = "reversed" if strict is not None and strict.hi < 0 else "inconclusive"
+    entry = too_few({**entry, "verdict": decided}, rs)
+    return entry | {"margins": margins, "smallest_margin": smallest}
+
+
+# --- the registry's findings and their re-ask twins -------------------------------------------------
+
+
+def twin_claim(claim: Claim) -> Claim:
+    """The re-ask twin of ``claim``: the same claim and unit, on the re-ask answers."""
+    return replace(
+        claim,
+        id=f"{claim.id}_reask",
+        claim=f"{claim.claim} (re-ask control: every evaluated context answered again under a paraphrased "
+        "instruction, passages reversed)",
+        source=f"{claim.source}, on the re-ask answers (answers/reask_*.parquet)",
+        construction="can_fail",
+        construction_reason=REASK_REASON,
+        reask_twin=False,
+    )
+
+
+def with_control(main: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """Mark ``control`` as the control of ``main`` and say whether ``main``'s conclusion survives it:
+    true when both hold, false when main holds and the control does not, null when main does not hold."""
+    survives = None
+    if main["verdict"] == "holds" and control["status"] == "run":
+        survives = control["verdict"] == "holds"
+    return {**control, "control_of": main["id"], "survives": survives}
+
+
+def with_twin(main: dict[str, Any], twin: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Link ``main`` and its re-ask ``twin`` (``reask_twin`` / ``twin_of``) and say whether main's
+    effect survives the re-ask: true when the twin holds, false when it does not, null when main
+    neither holds nor is built in (nothing to survive) or the twin did not run."""
+    survives = None
+    if main["verdict"] in ("holds", BY_CONSTRUCTION) and main.get("effect") is not None and twin["status"] == "run":
+        survives = twin["verdict"] == "holds"
+    return {**main, "reask_twin": twin["id"]}, {**twin, "twin_of": main["id"], "survives": survives}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of the registry: the claim it tests and how its entry is computed.
+
+    ``claim`` is a ``Claim``, or a function of the inputs that builds it where its wording names a
+    configured setting (the ranking cutoff, Figure 9's method). ``compute(claim, inputs, rs)``
+    returns the entry; it takes everything it states from ``claim``, so that the same computation
+    on the re-ask answers (``inputs.reasked()``) with ``twin_claim(claim)`` is the twin.
+    ``control_of`` names the finding whose conclusion this one controls (``with_control``). ``id``
+    is the claim's (given where the claim is built from the inputs).
+    """
+
+    claim: Claim | Callable[[FindingInputs], Claim]
+    compute: Callable[[Claim, FindingInputs, Resampling], dict[str, Any]]
+    control_of: str | None = None
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            if not isinstance(self.claim, Claim):
+                raise ValueError("a finding whose claim is built from the inputs needs its id")
+            object.__setattr__(self, "id", self.claim.id)
+
+    def claim_for(self, inputs: FindingInputs) -> Claim:
+        return self.claim if isinstance(self.claim, Claim) else self.claim(inputs)
+
+    def entry(self, inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
+        return self.compute(self.claim_for(inputs), inputs, rs)
+
+    def twin_entry(self, inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
+        """The entry of the re-ask twin: gold sets and known flags stay those of the answer prompt,
+        every evaluated answer is a re-ask answer (not run where the inputs have none)."""
+        twin = twin_claim(self.claim_for(inputs))
+        if not inputs.has_reask():
+            return not_run(twin, REASK_MISSING, inputs)
+        return self.compute(twin, inputs.reasked(), rs)

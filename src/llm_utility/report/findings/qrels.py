@@ -23,7 +23,7 @@ import polars as pl
 
 from ..bootstrap import Effect
 from ..runs import percentile_effect, query_weights, weighted_auc
-from .framework import Claim, FindingInputs, Resampling, make_cell, make_entry, not_run
+from .framework import Claim, Finding, FindingInputs, Resampling, make_cell, make_entry, not_run
 
 # Whether the comparison can fail by how its quantities are built (the framework's construction
 # labels): partly.
@@ -121,9 +121,13 @@ def pooled_difference(cells: list[tuple[str, list[str], np.ndarray, np.ndarray, 
 def llm_qrels_predict_rag(inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
     """The entry of ``llm_qrels_predict_rag`` from ``inputs.run_pairs`` (the runs stage's
     per-(dataset, run, LLM answering, judge, query) metrics with the LLM's correctness)."""
+    return _entry(CLAIM, inputs, rs)
+
+
+def _entry(claim: Claim, inputs: FindingInputs, rs: Resampling) -> dict[str, Any]:
     pairs = inputs.run_pairs
     if pairs is None or pairs.is_empty():
-        return not_run(CLAIM, "no runs answered with (runs.rag off, or only the configured retriever's run)", inputs)
+        return not_run(claim, "no runs answered with (runs.rag off, or only the configured retriever's run)", inputs)
     cells, pooled_cells = [], []
     for (dataset, llm), part in pairs.group_by("dataset", "answer_llm", maintain_order=True):
         judged = part.filter(((pl.col("llm") == llm) & (pl.col("pool") == "U")) | (pl.col("pool") == "human"))
@@ -137,9 +141,13 @@ def llm_qrels_predict_rag(inputs: FindingInputs, rs: Resampling) -> dict[str, An
         keys = {"dataset": dataset, "llm": llm, "runs": len(runs)}
         nan = float("nan")
         effect = cell_difference(own, human, correct, rs) if qids else Effect(nan, nan, nan, 0, "none", "no unknown query answered with every run")
-        cells.append(make_cell(keys, effect, CLAIM))
-        if inputs.in_scope(dataset, CLAIM):
+        cells.append(make_cell(keys, effect, claim))
+        if inputs.in_scope(dataset, claim):
             pooled_cells.append((dataset, qids, own, human, correct))
     if not cells:
-        return not_run(CLAIM, "no dataset has two runs answered with", inputs)
-    return make_entry(CLAIM, cells, pooled_difference(pooled_cells, rs), rs, inputs=inputs)
+        return not_run(claim, "no dataset has two runs answered with", inputs)
+    return make_entry(claim, cells, pooled_difference(pooled_cells, rs), rs, inputs=inputs)
+
+
+# No re-ask twin: the runs' answers are not re-asked (the construction reason says what is built in).
+FINDING = Finding(CLAIM, _entry)
