@@ -168,6 +168,16 @@ def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, t
     assert standin.calls["shutdowns"] == 1 and not gen.loaded
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """What a backend sets in os.environ (vLLM's CPU variables, for one) is undone after each test:
+    later tests of the process inherit it otherwise (tests/test_vllm_cpu.py's Snakemake job)."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
 CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
            "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CONFIGURE_LOGGING")
