@@ -14,6 +14,12 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# Several files (--configfile config/config.yaml config/vllm-cpu.yaml) merge in order; an overlay
+# removes an entry of corpora, datasets, retrievers or llms by setting it to null.
+for _section in ("corpora", "datasets", "retrievers", "llms"):
+    for _name in [n for n, v in (config.get(_section) or {}).items() if v is None]:
+        del config[_section][_name]
+
 validate(config, "config/schema.yaml")
 
 

@@ -87,6 +87,11 @@ def llm_spec(wildcards):
     return MODEL_PLAN.llm_spec(wildcards.llm)
 
 
+def weights_spec(wildcards):
+    """The LLM's entry as materialize_model's `spec` param: its weights and prompt format only."""
+    return MODEL_PLAN.weights_spec(wildcards.llm)
+
+
 def llm_cfg(wildcards):
     return config["llms"][wildcards.llm]
 

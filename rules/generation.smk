@@ -38,7 +38,7 @@ rule materialize_model:
     resources:
         **RESOURCES["download"],
     params:
-        spec=llm_spec,
+        spec=weights_spec,
         weights_dir=lambda wc: weights_dir(LLM_WEIGHTS, llm=wc.llm),
     script:
         "../workflow/scripts/materialize_model.py"

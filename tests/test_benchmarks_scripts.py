@@ -148,3 +148,48 @@ def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
     assert report["llms"]["llm-a"]["score_abs_delta_logprob"] == {"n": 2, "mean": 0.125, "max": 0.25}
     assert report["tables"]["Table 1"] == {"cells": 2, "differ": 1}  # the numeric cells
     assert report["tables"]["Table 2"]["cells"] is None  # written by neither run
+
+
+def test_backend_agreement_compares_two_runs_call_for_call_and_file_for_file(tmp_path):
+    """--compare-only on a reference and a candidate written here: the shares, deltas and cells it
+    reports are the ones these stores and results hold, and the overlay's merge removes null entries."""
+    import sqlite3
+
+    import polars as pl
+
+    runs = {"reference": (["SUPPORTS", "REFUTES"], [-1.0], 0.5, ["a", "b"]),
+            "candidate": (["SUPPORTS", "true"], [-1.5], 0.5, ["a", "c"])}
+    for name, (answers, scores, cell, outputs) in runs.items():
+        workdir = tmp_path / name
+        store = workdir / "resources" / "cache" / "generation" / "smollm2-135m"
+        store.mkdir(parents=True)
+        with sqlite3.connect(store / "judge+dataset=d+llm=smollm2-135m.sqlite") as db:
+            db.execute("CREATE TABLE calls (kind TEXT, prompt TEXT, target TEXT, value TEXT)")
+            db.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", [
+                ("generate", "q1", "", answers[0]), ("generate", "q2", "", answers[1]), ("score", "p", "t", json.dumps(scores)),
+            ])
+        (workdir / "logs").mkdir()
+        stats = {"llm": "smollm2-135m", "calls": {"generate": {"seconds": 3.0 if name == "reference" else 6.0}}}
+        (workdir / "logs" / "job.log").write_text(f"store_stats {json.dumps(stats)}\n")
+        (workdir / "results" / "tables").mkdir(parents=True)
+        (workdir / "results" / "d").mkdir()
+        pl.DataFrame({"llm": ["smollm2-135m"], "acc": [cell]}).write_csv(workdir / "results" / "tables" / "table1_rag.csv")
+        pl.DataFrame({"qid": ["q1", "q2"], "output": outputs}).write_parquet(workdir / "results" / "d" / "none.parquet")
+    report_path = tmp_path / "report.json"
+    out = _run("backend_agreement.py", "--workdir", str(tmp_path), "--compare-only", "--json", str(report_path))
+    assert "| smollm2-135m | judge | 1/2 (50%) |" in out
+    assert "| tables/table1_rag.csv | 0 of 2 |" in out and "differs: d/none.parquet (1)" in out
+    report = json.loads(report_path.read_text())
+    assert report["call_seconds"] == {"reference": {"smollm2-135m": 3.0}, "candidate": {"smollm2-135m": 6.0}}
+    assert report["llms"]["smollm2-135m"]["score_abs_delta_logprob"] == {"n": 1, "mean": 0.5, "max": 0.5}
+    assert report["differences"]["smollm2-135m"][0]["candidate"] == "true"
+    # The overlay as Snakemake merges it: config/vllm-cpu.yaml keeps one dataset, both LLMs on vLLM.
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import backend_agreement
+
+    cfgs = backend_agreement.configs(REPO / "config" / "config.yaml", REPO / "config" / "vllm-cpu.yaml")
+    assert list(cfgs["candidate"]["datasets"]) == list(cfgs["reference"]["datasets"]) == ["wf-claims"]
+    for llm, spec in cfgs["candidate"]["llms"].items():
+        ref = cfgs["reference"]["llms"][llm]
+        assert (spec["backend"], spec["gpu"], spec["dtype"]) == ("vllm", 0, "float32")
+        assert (ref["backend"], ref["dtype"], "python" in ref) == ("transformers", "float32", False)

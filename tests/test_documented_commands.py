@@ -175,19 +175,20 @@ def test_the_commands_left_to_other_tests_are_dry_run_there():
 
 def _dry_runs() -> dict[tuple[str, ...], list[Command]]:
     """One Snakemake call per distinct command (as written, with -n), except that commands giving
-    only --cores, targets and at most a --configfile are batched: one call per config with all their
-    targets (no target: rule `all`)."""
+    only --cores, targets and at most a --configfile (one file or several) are batched: one call per
+    config with all their targets (no target: rule `all`)."""
     calls: dict[tuple[str, ...], list[Command]] = {}
-    batched: dict[str, tuple[list[str], list[Command]]] = {}
+    batched: dict[tuple[str, ...], tuple[list[str], list[Command]]] = {}
     for cmd in COMMANDS:
         if _kind(cmd) != "snakemake" or cmd.placeholder or "--report" in cmd.args:
             continue
         args = cmd.args[1:]
-        rest, configfile, i = [], "config/config.yaml", 0
+        rest, configfile, i = [], ("config/config.yaml",), 0
         while i < len(args):
-            if args[i] in ("--cores", "-c", "--configfile"):
-                if args[i] == "--configfile":
-                    configfile = args[i + 1]
+            if args[i] == "--configfile":  # every word up to the next option, as Snakemake reads it
+                j = next((k for k in range(i + 1, len(args)) if args[k].startswith("-")), len(args))
+                configfile, i = tuple(args[i + 1 : j]), j
+            elif args[i] in ("--cores", "-c"):
                 i += 2
             elif args[i] in ("-n", "--dry-run"):
                 i += 1
@@ -205,7 +206,7 @@ def _dry_runs() -> dict[tuple[str, ...], list[Command]]:
         calls.setdefault(key, []).append(cmd)
     for configfile, (targets, cmds) in batched.items():
         # The targets before --configfile, which takes every word after it as a config file.
-        calls[("--cores", "1", *dict.fromkeys(targets), "--configfile", configfile)] = cmds
+        calls[("--cores", "1", *dict.fromkeys(targets), "--configfile", *configfile)] = cmds
     return calls
 
 

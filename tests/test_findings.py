@@ -476,6 +476,24 @@ def test_cost_table_names_the_dtype_each_rows_jobs_ran_in(tmp_path):
     assert dtypes == {"answer": "float32", "judge": "bfloat16+float32", "gold": ""}
 
 
+def test_cost_table_names_the_backend_of_each_job_and_of_each_method(tmp_path):
+    """A judge job on vLLM whose attention ran on transformers in a second session: the job's row
+    names both backends, each method's row the one its calls ran on."""
+    def line(backend, methods):
+        calls = {"generate": {"made": 2, "served": 0, "prompt_tokens": 20, "output_tokens": 2, "seconds": 1.0}}
+        record = {"llm": "a", "job": "j", "backend": backend, "dtype": "float32", "calls": calls,
+                  "methods": {m: calls for m in methods}}
+        return f"INFO llm_utility: store_stats {json.dumps(record)}\n"
+
+    log = tmp_path / "judge.log"
+    log.write_text(line("vllm", ["pointwise"]) + line("transformers", ["rank_attention"]))
+    table = cost_table([{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": None}])
+    rows = {r["method"]: (r["backend"], r["dtype"]) for r in table.filter(pl.col("rule") == "judge").iter_rows(named=True)}
+    assert rows == {"": ("transformers+vllm", "float32"), "pointwise": ("vllm", "float32"),
+                    "rank_attention": ("transformers", "float32")}
+    assert table.filter(pl.col("rule") == "total")["backend"].to_list() == ["", ""]
+
+
 def test_cost_log_with_a_broken_stats_line_names_file_and_line(tmp_path):
     log = tmp_path / "bad.log"
     log.write_text("first\nsecond\nINFO store_stats {not json}\n")

@@ -231,9 +231,8 @@ def gemma(gemma_manifest):
 def test_materialize_writes_safetensors_and_a_manifest(smollm2_manifest):
     out = Path(smollm2_manifest["load_path"])
     assert json.loads((out / "manifest.json").read_text()) == smollm2_manifest
-    assert {"slug", "backend", "load_path", "fingerprint", "prompt_format", "has_chat_template"} <= set(
-        smollm2_manifest
-    )
+    # No backend: which one loads the weights changes no file (a manifest made before may name one).
+    assert {"slug", "load_path", "fingerprint", "prompt_format", "has_chat_template"} <= set(smollm2_manifest)
     assert smollm2_manifest["fingerprint"].startswith("gguf:") and smollm2_manifest["has_chat_template"]
     assert (out / "model.safetensors").stat().st_size > 100e6 and (out / "tokenizer.json").exists()
     # Nothing of ours is left beside it (a live work folder is another test worker's, materializing

@@ -205,3 +205,15 @@ def test_data_checks_name_the_key():
     cfg["datasets"]["wf-single"]["source"] = "kilt"
     with pytest.raises(ValueError, match=r"config: datasets.wf-single: source 'kilt' needs `file`"):
         check_config(cfg)
+
+
+def test_materializing_reads_only_the_weights_so_a_backend_switch_reruns_nothing_there(demo):
+    """Rule materialize_model's spec param: the demo's and config/vllm-cpu.yaml's (vLLM, float32,
+    another KV cache) are the same, so switching between them does not dequantize again; the model
+    jobs' own spec does change."""
+    overlay = yaml.safe_load((REPO / "config" / "vllm-cpu.yaml").read_text())["llms"]
+    base = demo.model
+    vllm = plans(_config("config.yaml", **{f"llms__{llm}": {**base.config["llms"][llm], **spec} for llm, spec in overlay.items()})).model
+    for llm in overlay:
+        assert base.weights_spec(llm) == vllm.weights_spec(llm) == {k: base.config["llms"][llm][k] for k in ("weights", "prompt_format")}
+        assert base.llm_spec(llm)["backend"] == "transformers" and vllm.llm_spec(llm)["backend"] == "vllm"

@@ -168,8 +168,19 @@ def test_the_lease_shuts_the_engine_down_before_releasing(tiny_model, standin, t
     assert standin.calls["shutdowns"] == 1 and not gen.loaded
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """What a backend sets in os.environ (vLLM's CPU variables, for one) is undone after each test:
+    later tests of the process inherit it otherwise (tests/test_vllm_cpu.py's Snakemake job)."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
-CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS")
+CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
+           "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CONFIGURE_LOGGING")
 
 
 def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_model, standin, monkeypatch):
@@ -188,6 +199,10 @@ def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_mod
     # The job's thread share, as for the transformers backend, in the engine process and this one.
     assert os.environ["OMP_NUM_THREADS"] == "1" and os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     assert standin.calls["threads"] == 1
+    # The engine runs in the job's process: no engine and worker processes importing vLLM again.
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # So vLLM's own log lines reach the job's log (they propagate to the root logger).
+    assert os.environ["VLLM_CONFIGURE_LOGGING"] == "0"
     # null/auto: float32 on a CPU without AMX (the demo's dequantized weights are float32 anyway).
     assert gen.dtype == "float32"
     assert load_generator(tiny_model, {**CPU_SPEC, "dtype": "auto"}).dtype == "float32"

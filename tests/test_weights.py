@@ -316,3 +316,12 @@ def test_weights_on_a_separate_volume_are_found_through_the_manifest(fake_hub, t
     materialize_retriever("bge", spec, tmp_path / "resources" / "retrievers" / "bge", weights_dir=tmp_path / "pvc" / "retrievers" / "bge")
     local = materialized_spec(spec, tmp_path / "resources" / "retrievers" / "bge" / "manifest.json")
     assert local["model"] == str((tmp_path / "pvc" / "retrievers" / "bge").resolve())
+
+
+def test_materializing_reads_only_the_weights_and_the_prompt_format(fake_hub, tmp_path):
+    """What rule materialize_model passes (Plan.weights_spec): no backend, and the manifest names none,
+    so the same weights serve both backends."""
+    spec = {k: v for k, v in hub_spec("main").items() if k in ("weights", "prompt_format")}
+    manifest = materialize("m", spec, tmp_path / "m")
+    assert "backend" not in manifest and manifest["fingerprint"] == f"hub:org/m@{COMMIT}"
+    assert materialize("m", {**spec, "backend": "vllm", "gpu": 0}, tmp_path / "m") == manifest

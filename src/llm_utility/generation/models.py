@@ -166,7 +166,10 @@ def materialize(
     manifest); a separate ``weights_dir`` on a persistent volume is how Kubernetes jobs, which
     receive only declared files such as the manifest, find the weights (config key ``models_dir``).
 
-    Manifest keys: slug, backend, load_path, fingerprint, prompt_format, has_chat_template,
+    Only ``spec``'s ``weights`` and ``prompt_format`` are read (the workflow passes no more): which
+    backend loads the weights, in which arithmetic, changes no file, so the manifest does not name one.
+
+    Manifest keys: slug, load_path, fingerprint, prompt_format, has_chat_template,
     materialized, source, version, seconds; plus gguf_sha256 (GGUF weights) or revision and commit
     (hub weights).
 
@@ -183,7 +186,7 @@ def materialize(
     folders that killed jobs left behind are removed at the next start. One job at a time builds a
     given folder (``weights.one_builder``): another waits, then reuses what the first one built.
     """
-    spec = normalize_spec(spec, slug)
+    spec = normalize_spec({"backend": BACKENDS[0], **spec}, slug)  # checked as an entry of llms
     out = Path(out_dir).resolve()
     target = Path(weights_dir).resolve() if weights_dir else out
     with one_builder(target):
@@ -198,7 +201,6 @@ def _materialize(slug: str, spec: Mapping[str, Any], out: Path, target: Path) ->
     started = time.perf_counter()
     manifest: dict[str, Any] = {
         "slug": slug,
-        "backend": spec["backend"],
         "prompt_format": spec["prompt_format"],
         "source": weights,
         "version": MANIFEST_VERSION,
@@ -279,7 +281,7 @@ def _still_valid(previous: dict | None, manifest: dict, out: Path) -> bool:
     """Whether ``out`` already holds this GGUF materialized (same source file, same settings)."""
     if not previous:
         return False
-    keys = ("slug", "backend", "prompt_format", "source", "version", "gguf_sha256")
+    keys = ("slug", "prompt_format", "source", "version", "gguf_sha256")
     return (
         all(previous.get(k) == manifest[k] for k in keys)
         and previous.get("load_path") == str(out)
@@ -294,7 +296,7 @@ def _still_valid(previous: dict | None, manifest: dict, out: Path) -> bool:
 def load_generator(
     manifest: Mapping[str, Any] | str | os.PathLike, spec: Mapping[str, Any], threads: int | None = None
 ) -> Generator:
-    """Load the backend named by ``manifest['backend']`` (vLLM is imported only when asked for).
+    """Load the backend ``spec`` names (vLLM is imported only when asked for).
 
     ``manifest`` is the dict ``materialize`` returned, or the path of its manifest.json; given a path,
     materialized weights are looked for beside it first, so a moved checkout still finds them, and
@@ -309,7 +311,7 @@ def load_generator(
         if manifest.get("materialized") and (path.resolve().parent / "config.json").is_file():
             manifest["load_path"] = str(path.resolve().parent)
     # The config decides which backend runs (attention always needs transformers' eager attention);
-    # the manifest records how the weights were materialized.
+    # the manifest records how the weights were materialized (manifests before 2026-12 named a backend).
     backend = spec.get("backend") or manifest.get("backend")
     if backend == "transformers":
         from .hf_backend import HFGenerator

@@ -29,6 +29,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -148,6 +149,15 @@ def _cpu_environment(slug: str, threads: int | None, eager: bool) -> None:
     # The KV cache's size is the config's (cpu_kv_cache_gib); vLLM would let this variable override it.
     if os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None) is not None:
         log.warning("%s: VLLM_CPU_KVCACHE_SPACE is ignored; llms.%s.cpu_kv_cache_gib sizes the KV cache", slug, slug)
+    # One engine per job, in the job's own process: with vLLM's multiprocessing on, its engine
+    # process and its worker process each import vLLM and torch again, which made a job's engine
+    # start take minutes on 2 cores (docs/performance.md, "vLLM on a CPU"). Set it to 1 to have them.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0":
+        # vLLM's own lines (its KV cache's size, the engine's start) then go to the job's log, as the
+        # transformers backend's do, instead of Snakemake's console; an engine process of its own
+        # would have no handler for them.
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     if eager:
         # Eager means eager: vLLM still torch.compiles helpers when its modules are imported (the rank
         # of each prompt log-prob), compiled by a C++ compiler at the first scoring call.
@@ -234,8 +244,11 @@ class VLLMGenerator(Generator):
     def llm(self) -> Any:
         """The vLLM engine, started on the first ``generate``: a job whose prompts the generation
         store already holds never spends minutes loading weights onto its GPUs."""
+        started = time.perf_counter()
         with _main_script_hidden():
-            return self._vllm.LLM(**engine_kwargs(self.load_path, self.spec, self.dtype))
+            llm = self._vllm.LLM(**engine_kwargs(self.load_path, self.spec, self.dtype))
+        log.info("%s: vLLM %s engine started in %.1f s", self.slug, "CPU" if self.cpu else "GPU", time.perf_counter() - started)
+        return llm
 
     def store_key_extras(self) -> dict[str, Any]:
         """The vLLM release and the device: the tensor-parallel size on GPUs, ``cpu`` on a CPU (its

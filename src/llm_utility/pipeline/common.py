@@ -41,7 +41,7 @@ def model_session(
         with GenerationStore(store, job=job) as calls:
             yield generator, calls
             log.info("generation store: %s", calls.summary())
-            stats = {"llm": generator.slug, "job": job, "dtype": generator.dtype, "calls": calls.stats}
+            stats = {"llm": generator.slug, "job": job, "backend": generator.backend, "dtype": generator.dtype, "calls": calls.stats}
             if calls.sections:
                 stats["methods"] = calls.sections
             log.info("store_stats %s", json.dumps(stats))

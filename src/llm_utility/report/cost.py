@@ -25,6 +25,7 @@ COST_COLUMNS = {
     "rule": pl.String,
     "method": pl.String,
     "llm": pl.String,
+    "backend": pl.String,
     "dtype": pl.String,
     "jobs": pl.Int64,
     "kinds": pl.String,
@@ -49,33 +50,40 @@ def _add_calls(into: dict[str, dict[str, float]], calls: Mapping[str, Mapping[st
             counter[key] += float(stats.get(key, 0))
 
 
+Tags = dict[str, set[str]]
+
+
 def read_job_stats(
     log: str | Path,
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], set[str]] | None:
-    """(totals, per method, dtypes) of a job's calls, summed over every ``store_stats`` line of its log:
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], Tags, Tags] | None:
+    """(totals, per method, dtypes, backends) of a job's calls, summed over every ``store_stats`` line of its log:
     totals ``{kind: {made, served, prompt_tokens, output_tokens, seconds}}``, and the same per
     method for the calls a job counted apart (a judge job's ``methods``); None when the log is
     missing. A line that is not valid JSON raises a ValueError naming the file and the 1-based line.
-    ``dtypes``: the dtypes its lines name (none in logs written before the lines named them)."""
+    ``dtypes``, ``backends``: what its lines name (none in logs written before the lines named them),
+    under ``""`` for the whole job and under each method for the lines that counted it (a judge job
+    whose attention runs on another backend than its LLM's logs a line for each session)."""
     path = Path(log)
     if not path.exists():
         return None
     text = path.read_text(encoding="utf-8", errors="replace")
     totals: dict[str, dict[str, float]] = {}
     methods: dict[str, dict[str, dict[str, float]]] = {}
-    dtypes: set[str] = set()
+    dtypes: Tags = {"": set()}
+    backends: Tags = {"": set()}
     for match in _STORE_STATS.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         try:
             record = json.loads(match.group(1))
             _add_calls(totals, record["calls"])
-            if record.get("dtype"):
-                dtypes.add(str(record["dtype"]))
             for method, calls in record.get("methods", {}).items():
                 _add_calls(methods.setdefault(method, {}), calls)
+            for tags, key in ((dtypes, "dtype"), (backends, "backend")):
+                for method in ("", *record.get("methods", {})):
+                    tags.setdefault(method, set()).update([str(record[key])] if record.get(key) else [])
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}:{line}: unreadable store_stats line ({err})") from None
-    return totals, methods, dtypes
+    return totals, methods, dtypes, backends
 
 
 def read_store_stats(log: str | Path) -> dict[str, dict[str, float]] | None:
@@ -104,8 +112,8 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     it), ``log`` and ``benchmark`` (paths, the latter may be None). The calls a job counted per
     method (a judge job's selections, ``rank_<method>`` rankings and ``perplexity``) get rows of their
     own with 0 jobs; the job's row keeps its jobs, wall time, memory and any calls outside those
-    methods, so every column sums to the totals. Columns: rule, method, llm, dtype (what the jobs'
-    models ran in, ``+``-joined when they differ), jobs,
+    methods, so every column sums to the totals. Columns: rule, method, llm, backend and dtype (what
+    the jobs' models ran on and in, each ``+``-joined when they differ), jobs,
     kinds (the kinds of call made or served), calls_made, calls_served, prompt_tokens, output_tokens
     (of the calls made), call_seconds (time inside the store's calls), wall_seconds (benchmark: the
     whole jobs, loading included), max_rss_mb (the largest job's peak memory), missing (how many jobs
@@ -116,7 +124,7 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     def row_of(rule: str, method: str, llm: str) -> dict[str, Any]:
         return rows.setdefault(
             (rule, method, llm),
-            {"jobs": 0, "dtypes": set(), "kinds": set(), "calls_made": 0, "calls_served": 0, "prompt_tokens": 0, "output_tokens": 0,
+            {"jobs": 0, "backends": set(), "dtypes": set(), "kinds": set(), "calls_made": 0, "calls_served": 0, "prompt_tokens": 0, "output_tokens": 0,
              "call_seconds": 0.0, "wall_seconds": 0.0, "max_rss_mb": None, "no_log": 0, "no_benchmark": 0},
         )
 
@@ -139,10 +147,14 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
         if stats is None:
             row["no_log"] += 1
         else:
-            totals, methods, dtypes = stats
-            row["dtypes"] |= dtypes
+            totals, methods, dtypes, backends = stats
+            row["dtypes"] |= dtypes[""]
+            row["backends"] |= backends[""]
             for method, calls in methods.items():
-                add(row_of(job["rule"], method, llm), calls)
+                method_row = row_of(job["rule"], method, llm)
+                add(method_row, calls)
+                method_row["dtypes"] |= dtypes.get(method, set())
+                method_row["backends"] |= backends.get(method, set())
                 for kind, counts in calls.items():  # counted on the method's row, not the job's
                     for key, value in counts.items():
                         totals[kind][key] -= value
@@ -160,7 +172,8 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             f"{row[k]} without {what}" for k, what in (("no_log", "log"), ("no_benchmark", "benchmark")) if row[k]
         )
         records.append(
-            {"rule": rule, "method": method, "llm": llm, "dtype": "+".join(sorted(row["dtypes"])), **{k: row[k] for k in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb")},
+            {"rule": rule, "method": method, "llm": llm, "backend": "+".join(sorted(row["backends"])),
+             "dtype": "+".join(sorted(row["dtypes"])), **{k: row[k] for k in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb")},
              "kinds": "+".join(k for k in KINDS if k in row["kinds"]) + "".join(f"+{k}" for k in sorted(row["kinds"] - set(KINDS))),
              "missing": missing}
         )
@@ -174,7 +187,7 @@ def _totals(table: pl.DataFrame) -> pl.DataFrame:
     overall = table.select(pl.lit("all").alias("llm"), *sums, pl.col("max_rss_mb").max())
     both = pl.concat([per_llm, overall]) if table.height else per_llm
     return both.select(
-        pl.lit("total").alias("rule"), pl.lit("").alias("method"), "llm", pl.lit("").alias("dtype"), "jobs", pl.lit("").alias("kinds"),
+        pl.lit("total").alias("rule"), pl.lit("").alias("method"), "llm", pl.lit("").alias("backend"), pl.lit("").alias("dtype"), "jobs", pl.lit("").alias("kinds"),
         "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb",
         pl.lit("").alias("missing"),
     ).cast(COST_COLUMNS)

@@ -18,7 +18,7 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     """The ``snakemake`` object a job of ``rule`` gets, built from the workflow itself.
 
     ``argv`` (default: the script's command line) holds the job's wildcards as ``name=value``,
-    optionally ``--configfile FILE``, and, for a script that serves several rules, the rule's name
+    optionally ``--configfile FILE [OVERLAY ...]``, and, for a script that serves several rules, the rule's name
     first. So every script also runs by hand, e.g. in a debugger::
 
         python workflow/scripts/table1.py
@@ -30,6 +30,13 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     inputs must exist (``snakemake <an input>`` makes them). Unlike a real run, nothing checks the
     outputs afterwards.
     """
+    from .operational import SNAKEMAKE_PATH_ENV
+
+    # Re-executed under llms.<llm>.python (run_in_llm_python), an environment without snakemake:
+    # the first interpreter's, after this one's own packages, as Snakemake's script preamble does.
+    snakemake_path = os.environ.get(SNAKEMAKE_PATH_ENV)
+    if snakemake_path and snakemake_path not in sys.path:
+        sys.path.append(snakemake_path)
     from snakemake.api import SnakemakeApi
     from snakemake.dag import DAG
     from snakemake.jobs import Job
@@ -40,10 +47,11 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
     if args and "=" not in args[0] and not args[0].startswith("-"):
         rule = args.pop(0)
     configfiles: list[Path] = []
-    if "--configfile" in args:
+    if "--configfile" in args:  # one file or several (an overlay), as Snakemake takes them
         i = args.index("--configfile")
-        configfiles = [Path(args[i + 1]).resolve()]
-        del args[i : i + 2]
+        j = next((k for k in range(i + 1, len(args)) if "=" in args[k] or args[k].startswith("-")), len(args))
+        configfiles = [Path(a).resolve() for a in args[i + 1 : j]]
+        del args[i:j]
     bad = [a for a in args if "=" not in a]
     if bad:
         raise SystemExit(f"expected wildcards as name=value, got {bad}")
@@ -68,9 +76,15 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
             for path in [*job.output, *job.log]:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             threads = min(job.threads, os.cpu_count() or 1)  # as Snakemake caps them at --cores
-            return Snakemake(
+            job_object = Snakemake(
                 job.input, job.output, job.params, job.wildcards, threads, job.resources,
                 job.log, workflow.config, job.rule.name, None,
             )
+            # A built workflow leaves its storage registry in snakemake.workflow's namespace, and
+            # vLLM 0.32 scans every module's namespace when its engine starts
+            # (triton_utils.dispatcher), failing on it: vars() of the registry is a proxy. Jobs that
+            # Snakemake runs build no workflow; one run by hand has no use for it any more.
+            vars(sys.modules["snakemake.workflow"]).pop("storage", None)
+            return job_object
     finally:
         os.chdir(root)  # the API changes back to where it started; the job's paths are relative to root

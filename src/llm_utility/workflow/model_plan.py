@@ -24,6 +24,10 @@ from .operational import LLM_OPERATIONAL_KEYS
 from .parts import part_names, shard_count, shards_key
 
 LLM_SCHEDULING_KEYS = ("prefill_tokens_per_s", "decode_tokens_per_s")
+# What materializing an LLM's weights reads (generation.models.materialize): the backend, arithmetic
+# and decoding settings change no weight file, so switching them (the demo and config/vllm-cpu.yaml
+# in one checkout) must not dequantize again, nor rerun every job after the manifest.
+LLM_WEIGHTS_KEYS = ("weights", "prompt_format")
 
 
 class ModelPlan:
@@ -42,6 +46,10 @@ class ModelPlan:
         estimate runtimes, or say which Python runs them."""
         left_out = (*LLM_SCHEDULING_KEYS, *LLM_OPERATIONAL_KEYS)
         return {k: v for k, v in self.config["llms"][llm].items() if k not in left_out}
+
+    def weights_spec(self, llm: str) -> dict[str, Any]:
+        """The LLM's config entry as rule materialize_model gets it: only what its weights depend on."""
+        return {k: v for k, v in self.config["llms"][llm].items() if k in LLM_WEIGHTS_KEYS}
 
     # --- query parts of the model jobs (workflow.parts) --------------------------------------------
 

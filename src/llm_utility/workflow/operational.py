@@ -26,6 +26,9 @@ def gpu_lock_dir(config: Mapping[str, Any]) -> Path | None:
 LLM_OPERATIONAL_KEYS = ("python",)
 # Set in a job that re-executed itself under llms.<llm>.python, so that it does so once.
 REEXEC_ENV = "LLM_UTILITY_JOB_PYTHON"
+# Where the re-executing interpreter finds snakemake: a script run by hand builds its job again there
+# (``mock_snakemake``), in an environment that has no snakemake of its own.
+SNAKEMAKE_PATH_ENV = "LLM_UTILITY_SNAKEMAKE_PATH"
 
 
 def results_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,8 +53,11 @@ def run_in_llm_python(config: Mapping[str, Any], llm: str) -> None:
     running the same file and arguments. For a job Snakemake ran, the file is Snakemake's copy of
     the script with its preamble, which unpickles the job again and appends Snakemake's own
     site-packages to ``sys.path`` (after the environment's own packages), as it does in a conda
-    environment. Call it first, before the log is opened.
+    environment. A script run by hand (``mock_snakemake``) builds its job again there, from this
+    interpreter's snakemake, which it appends to ``sys.path`` the same way (``SNAKEMAKE_PATH_ENV``).
+    Call it first, before the log is opened.
     """
+    import importlib.util
     import os
     import sys
 
@@ -64,6 +70,9 @@ def run_in_llm_python(config: Mapping[str, Any], llm: str) -> None:
             f"to the workflow's directory; `make install-vllm` builds .venv-vllm/bin/python)"
         )
     os.environ[REEXEC_ENV] = python
+    found = importlib.util.find_spec("snakemake")
+    if found is not None and found.submodule_search_locations:
+        os.environ[SNAKEMAKE_PATH_ENV] = os.path.dirname(next(iter(found.submodule_search_locations)))
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(python, [python, *sys.argv])
