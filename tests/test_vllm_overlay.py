@@ -104,6 +104,8 @@ def _jobs(workdir: Path, configfiles: list[Path]) -> dict[tuple[str, str], objec
                     wildcards = {"dataset": DATASET, "llm": llm}
                     if rule == "answer_run":
                         wildcards["run"] = "bm25"
+                    if "part_dir" in target.wildcard_names:  # a whole dataset: no query part
+                        wildcards["part_dir"] = ""
                     jobs[rule, llm] = Job(target, DAG(workflow, rules=[target]), wildcards_dict=wildcards)
             return jobs
     finally:
