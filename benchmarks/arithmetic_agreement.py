@@ -62,8 +62,17 @@ def run_demo(workdir: Path, config: Path, cores: str, reuse: bool) -> float | No
     """Seconds of one whole-DAG run in ``workdir`` (None when reused)."""
     if reuse and (workdir / "results" / "tables" / "cost.csv").is_file():
         return None
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(config), "--cores", cores]
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config),
+        "--cores",
+        cores,
+    ]
     started = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -161,7 +170,14 @@ def main() -> None:
         print(f"{name}: demo wall time {'(reused)' if walls[name] is None else f'{walls[name]:.0f} s'}", flush=True)
     seconds = {name: call_seconds(d) for name, d in dirs.items()}
     llms = sorted(seconds[args.reference])
-    report = {"flags": flags, "candidate": resolved, "wall_seconds": walls, "call_seconds": seconds, "llms": {}, "tables": {}}
+    report = {
+        "flags": flags,
+        "candidate": resolved,
+        "wall_seconds": walls,
+        "call_seconds": seconds,
+        "llms": {},
+        "tables": {},
+    }
     print("\n| LLM | model-call seconds, " + args.reference + " | " + resolved + " | ratio |\n|---|--:|--:|--:|")
     for llm in llms:
         a, b = seconds[args.reference][llm], seconds[args.candidate].get(llm, float("nan"))
@@ -183,7 +199,9 @@ def main() -> None:
     for title, name in TABLES.items():
         t = compare_table(dirs[args.reference], dirs[args.candidate], name)
         report["tables"][title] = t
-        print(f"| {title} | {t['differ']} of {t['cells']} |" if t["cells"] is not None else f"| {title} | {t['note']} |")
+        print(
+            f"| {title} | {t['differ']} of {t['cells']} |" if t["cells"] is not None else f"| {title} | {t['note']} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

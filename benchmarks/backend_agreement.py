@@ -87,7 +87,9 @@ def first_differences(reference: Path, candidate: Path, llm: str, n: int = 3) ->
     out = []
     for key in sorted(ref.keys() & cand.keys()):
         if key[0] == "generate" and ref[key][1] != cand[key][1]:
-            out.append({"stage": ref[key][0], "prompt_end": key[1][-80:], "reference": ref[key][1], "candidate": cand[key][1]})
+            out.append(
+                {"stage": ref[key][0], "prompt_end": key[1][-80:], "reference": ref[key][1], "candidate": cand[key][1]}
+            )
             if len(out) == n:
                 break
     return out
@@ -125,8 +127,11 @@ def compare_results(reference: Path, candidate: Path) -> dict[str, dict]:
     """Every table, figure CSV and data file of results/ in either run, compared."""
     names = set()
     for root in (reference, candidate):
-        names |= {p.relative_to(root / "results").as_posix() for p in (root / "results").rglob("*")
-                  if p.suffix in (".csv", ".parquet", ".json", ".png", ".pdf") and p.name not in NOT_RESULTS}
+        names |= {
+            p.relative_to(root / "results").as_posix()
+            for p in (root / "results").rglob("*")
+            if p.suffix in (".csv", ".parquet", ".json", ".png", ".pdf") and p.name not in NOT_RESULTS
+        }
     out = {}
     for name in sorted(names):
         paths = [d / "results" / name for d in (reference, candidate)]
@@ -187,11 +192,15 @@ def main() -> None:
         report["differences"][llm] = first_differences(dirs["reference"], dirs["candidate"], llm)
         for stage, c in cmp["generate_equal"].items():
             print(f"| {llm} | {stage} | {c['equal']}/{c['shared']} ({100 * c['equal'] / max(1, c['shared']):.0f}%) |")
-    print("\n| LLM | calls: transformers / candidate / both | score |delta log-prob| mean / max (tokens) | attention |delta mass| mean / max |\n|---|---|--:|--:|")
+    print(
+        "\n| LLM | calls: transformers / candidate / both | score |delta log-prob| mean / max (tokens) | attention |delta mass| mean / max |\n|---|---|--:|--:|"
+    )
     fmt = lambda d: "-" if d["mean"] is None else f"{d['mean']:.2e} / {d['max']:.2e} ({d['n']})"  # noqa: E731
     for llm, cmp in report["llms"].items():
         c = cmp["calls"]
-        print(f"| {llm} | {c['reference']} / {c['candidate']} / {c['shared']} | {fmt(cmp['score_abs_delta_logprob'])} | {fmt(cmp['attention_abs_delta_mass'])} |")
+        print(
+            f"| {llm} | {c['reference']} / {c['candidate']} / {c['shared']} | {fmt(cmp['score_abs_delta_logprob'])} | {fmt(cmp['attention_abs_delta_mass'])} |"
+        )
     for llm, diffs in report["differences"].items():
         for d in diffs:
             print(f"differs ({llm}, {d['stage']}): transformers {d['reference']!r}, candidate {d['candidate']!r}")
@@ -203,9 +212,16 @@ def main() -> None:
         if name.endswith((".png", ".pdf")):
             print(f"| {name} | {'same bytes' if r['equal'] else 'bytes differ'} |")
             continue
-        print(f"| {name} | {r['differ']} of {r['cells']} |" if r.get("cells") is not None else f"| {name} | {r.get('note', 'equal' if r.get('equal') else 'differs')} |")
+        print(
+            f"| {name} | {r['differ']} of {r['cells']} |"
+            if r.get("cells") is not None
+            else f"| {name} | {r.get('note', 'equal' if r.get('equal') else 'differs')} |"
+        )
     unequal = [k for k, v in others.items() if not v.get("equal")]
-    print(f"\nother results: {len(others) - len(unequal)} of {len(others)} files equal" + "".join(f"\n  differs: {k} ({others[k].get('differ', others[k].get('note', ''))})" for k in unequal))
+    print(
+        f"\nother results: {len(others) - len(unequal)} of {len(others)} files equal"
+        + "".join(f"\n  differs: {k} ({others[k].get('differ', others[k].get('note', ''))})" for k in unequal)
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.json.with_suffix(".tmp")

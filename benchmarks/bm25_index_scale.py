@@ -23,7 +23,9 @@ def _corpus(n: int, path: Path, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     vocab = np.array([f"w{i}x" for i in range(200_000)])
     words = vocab[np.minimum(rng.zipf(1.1, size=(n, 100)) - 1, len(vocab) - 1)]
-    pl.DataFrame({"pid": [str(i) for i in range(n)], "title": ["t"] * n, "text": [" ".join(r) for r in words]}).write_parquet(path)
+    pl.DataFrame(
+        {"pid": [str(i) for i in range(n)], "title": ["t"] * n, "text": [" ".join(r) for r in words]}
+    ).write_parquet(path)
 
 
 def _build(passages: str, out: str) -> None:

@@ -44,9 +44,14 @@ PASSAGES = (
     "Colombia and Ecuador. Its population was about 33 million in 2020. "
 )
 QUESTIONS = [
-    "What is the capital of Chile?", "Which currency is used in Chile?", "What is the calling code of Chile?",
-    "Which countries border Peru?", "What is the capital of Peru?", "What is the internet domain of Chile?",
-    "How many people live in Peru?", "Which language is spoken in Chile?",
+    "What is the capital of Chile?",
+    "Which currency is used in Chile?",
+    "What is the calling code of Chile?",
+    "Which countries border Peru?",
+    "What is the capital of Peru?",
+    "What is the internet domain of Chile?",
+    "How many people live in Peru?",
+    "Which language is spoken in Chile?",
 ]
 
 
@@ -95,15 +100,22 @@ def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int
         prefill_s = time.perf_counter() - started
         started = time.perf_counter()
         out = hf_engine.greedy_generate(
-            model, ids, new_tokens, eos=set(), finished=lambda tokens: False,
-            cache=hf_engine.PrefixCache(), workspace=hf_engine.Workspace(),
+            model,
+            ids,
+            new_tokens,
+            eos=set(),
+            finished=lambda tokens: False,
+            cache=hf_engine.PrefixCache(),
+            workspace=hf_engine.Workspace(),
         )
         total_s = time.perf_counter() - started
     tokens = sum(len(x) for x in ids)
     decode_s = max(total_s - prefill_s, 1e-9)
     gen.close()
     return {
-        "llm": slug, "dtype": gen.dtype, "prompt_tokens": tokens,
+        "llm": slug,
+        "dtype": gen.dtype,
+        "prompt_tokens": tokens,
         "prefill_tokens_per_s": tokens / prefill_s,
         "prefill_gflops": 2 * params * tokens / prefill_s / 1e9,
         "decode_tokens_per_s": sum(len(o) for o in out) / decode_s,

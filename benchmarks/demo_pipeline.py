@@ -80,7 +80,11 @@ def store_rows(store_dir: Path) -> dict[str, int]:
     sys.path.insert(0, str(REPO / "src"))
     from llm_utility.generation.store import count_rows
 
-    return {root.name: count_rows(root) for root in sorted(p for p in store_dir.iterdir() if p.is_dir())} if store_dir.exists() else {}
+    return (
+        {root.name: count_rows(root) for root in sorted(p for p in store_dir.iterdir() if p.is_dir())}
+        if store_dir.exists()
+        else {}
+    )
 
 
 def dry_run_jobs(*args: str) -> dict[str, int]:
@@ -101,7 +105,9 @@ def batch_invariance(config: dict, sample: int | None) -> dict[str, dict]:
         rows = []
         for db in sorted((REPO / config["store_dir"] / slug).glob("*.sqlite")):
             with sqlite3.connect(db) as con:
-                rows += con.execute("SELECT prompt, value, params FROM calls WHERE kind = 'generate' ORDER BY key").fetchall()
+                rows += con.execute(
+                    "SELECT prompt, value, params FROM calls WHERE kind = 'generate' ORDER BY key"
+                ).fetchall()
         from llm_utility.config import with_defaults
 
         spec = with_defaults("llms", spec)
@@ -170,7 +176,9 @@ def main() -> None:
     report["second_run"] = {"seconds": round(wall2, 1), "nothing_to_do": "Nothing to be done" in text2}
 
     with tempfile.TemporaryDirectory() as tmp:
-        styled = dict(config, figures={**config.get("figures", {}), "dpi": config.get("figures", {}).get("dpi", 200) + 1})
+        styled = dict(
+            config, figures={**config.get("figures", {}), "dpi": config.get("figures", {}).get("dpi", 200) + 1}
+        )
         cfg = Path(tmp) / "styled.yaml"
         cfg.write_text(yaml.safe_dump(styled, sort_keys=False))
         jobs = dry_run_jobs("--configfile", str(cfg))

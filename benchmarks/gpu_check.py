@@ -82,14 +82,27 @@ def build_models(root: Path) -> tuple[Path, Path]:
     bpe.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     bpe.train_from_iterator(
-        _repo_text(), trainers.BpeTrainer(vocab_size=1024, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        _repo_text(),
+        trainers.BpeTrainer(
+            vocab_size=1024, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
     )
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHATML)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHATML
+    )
     tok.save_pretrained(llm)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
-        num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.1,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None,
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        initializer_range=0.1,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(llm)
@@ -99,17 +112,33 @@ def build_models(root: Path) -> tuple[Path, Path]:
     wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
     wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     wordpiece.train_from_iterator(
-        _repo_text(), trainers.WordPieceTrainer(vocab_size=1024, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        _repo_text(),
+        trainers.WordPieceTrainer(vocab_size=1024, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]),
     )
     cls, sep = wordpiece.token_to_id("[CLS]"), wordpiece.token_to_id("[SEP]")
-    wordpiece.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    wordpiece.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     wordpiece.decoder = decoders.WordPiece()
     PreTrainedTokenizerFast(
-        tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]"
+        tokenizer_object=wordpiece,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     ).save_pretrained(bert)
     torch.manual_seed(1)
-    BertModel(BertConfig(vocab_size=wordpiece.get_vocab_size(), hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=256, max_position_embeddings=512)).save_pretrained(bert)
+    BertModel(
+        BertConfig(
+            vocab_size=wordpiece.get_vocab_size(),
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=256,
+            max_position_embeddings=512,
+        )
+    ).save_pretrained(bert)
     return llm, bert
 
 
@@ -130,7 +159,9 @@ def _attention_requests(gen) -> list:
 
     requests = []
     for question, answer in (("What is the capital of Peru?", "Lima"), ("Which city is in Norway?", "Oslo is")):
-        prompt = gen.render("Information:\n" + "\n".join(f"[{i + 1}] {p}" for i, p in enumerate(PASSAGES)) + f"\nQuestion: {question}")
+        prompt = gen.render(
+            "Information:\n" + "\n".join(f"[{i + 1}] {p}" for i, p in enumerate(PASSAGES)) + f"\nQuestion: {question}"
+        )
         spans = tuple((prompt.index(p), prompt.index(p) + len(p)) for p in PASSAGES)
         requests.append(AttentionRequest(prompt, spans, answer))
     return requests
@@ -169,7 +200,12 @@ def run_suite(llm: Path, bert: Path, prefill_batch: int, prefill_tokens: int) ->
     model = batched.model
     out["device"] = str(model.get_input_embeddings().weight.device)
     out["dtype"] = str(model.dtype).replace("torch.", "")
-    pairs = [(prompts[0], "Paris"), (prompts[2], "Lima is the capital"), ("", "The quick brown fox"), (prompts[3], "the batch")]
+    pairs = [
+        (prompts[0], "Paris"),
+        (prompts[2], "Lima is the capital"),
+        ("", "The quick brown fox"),
+        (prompts[3], "the batch"),
+    ]
     out["score"] = batched.score(pairs)
     out["attention"] = batched.attention(_attention_requests(batched))
 
@@ -181,7 +217,9 @@ def run_suite(llm: Path, bert: Path, prefill_batch: int, prefill_tokens: int) ->
     batched.close()
     out["closed"] = not batched.loaded
 
-    encoder = load_encoder({"backend": "sentence-transformers", "model": str(bert), "pooling": "cls", "fp16": True, "batch_size": 32})
+    encoder = load_encoder(
+        {"backend": "sentence-transformers", "model": str(bert), "pooling": "cls", "fp16": True, "batch_size": 32}
+    )
     texts = [f"{PASSAGES[i % len(PASSAGES)]} {QUESTIONS[i % len(QUESTIONS)]}" for i in range(256)]
     out["encode"] = encoder.encode_passages(texts[:8]).tolist()
     out["encode_passages_per_s"] = len(texts) / _timed(lambda: encoder.encode_passages(texts), repeat=2)
@@ -274,30 +312,64 @@ def rows(cpu: dict[str, Any], cuda: dict[str, Any] | None, reason: str) -> list[
     def same_as_single(result):
         return f"{sum(a == b for a, b in zip(result['generate'], result['generate_one_at_a_time']))}/{n} equal"
 
-    out = [("device, dtype", f"{cpu['device']}, {cpu['dtype']}", f"{cuda['device']}, {cuda['dtype']}" if cuda else skipped, "")]
-    out.append((
-        "generate: padded batch vs one at a time", same_as_single(cpu), same_as_single(cuda) if cuda else skipped,
-        f"{sum(a == b for a, b in zip(cpu['generate'], cuda['generate']))}/{n} outputs equal to the CPU's" if cuda else "",
-    ))
+    out = [
+        (
+            "device, dtype",
+            f"{cpu['device']}, {cpu['dtype']}",
+            f"{cuda['device']}, {cuda['dtype']}" if cuda else skipped,
+            "",
+        )
+    ]
+    out.append(
+        (
+            "generate: padded batch vs one at a time",
+            same_as_single(cpu),
+            same_as_single(cuda) if cuda else skipped,
+            f"{sum(a == b for a, b in zip(cpu['generate'], cuda['generate']))}/{n} outputs equal to the CPU's"
+            if cuda
+            else "",
+        )
+    )
     for key, label in (("score", "score: log-probabilities"), ("attention", "attention (Eq. 6): passage masses")):
         gap = _max_abs(cpu[key], cuda[key]) if cuda else None
         agreement = f"max |CUDA - CPU| {gap:.4f} ({'ok' if gap <= TOLERANCE[key] else 'differs'})" if cuda else ""
-        out.append((label, f"{sum(len(x) for x in cpu[key])} values", f"{sum(len(x) for x in cuda[key])} values" if cuda else skipped, agreement))
+        out.append(
+            (
+                label,
+                f"{sum(len(x) for x in cpu[key])} values",
+                f"{sum(len(x) for x in cuda[key])} values" if cuda else skipped,
+                agreement,
+            )
+        )
     if cuda and "split" in cuda:
         gap = _max_abs(cuda["split"]["one_gpu"], cuda["split"]["two_gpus"])
-        out.append(("attention split over 2 GPUs vs 1", "-", ", ".join(cuda["split"]["devices"]), f"max |2 GPUs - 1 GPU| {gap:.2e}"))
+        out.append(
+            (
+                "attention split over 2 GPUs vs 1",
+                "-",
+                ", ".join(cuda["split"]["devices"]),
+                f"max |2 GPUs - 1 GPU| {gap:.2e}",
+            )
+        )
     else:
         out.append(("attention split over 2 GPUs vs 1", "-", "skipped (fewer than 2 GPUs)" if cuda else skipped, ""))
-    out.append((
-        "prefill tokens/s", f"{cpu['prefill_tokens_per_s']:,.0f}", f"{cuda['prefill_tokens_per_s']:,.0f}" if cuda else skipped,
-        f"{cuda['prefill_tokens_per_s'] / cpu['prefill_tokens_per_s']:,.0f}x the CPU" if cuda else "",
-    ))
+    out.append(
+        (
+            "prefill tokens/s",
+            f"{cpu['prefill_tokens_per_s']:,.0f}",
+            f"{cuda['prefill_tokens_per_s']:,.0f}" if cuda else skipped,
+            f"{cuda['prefill_tokens_per_s'] / cpu['prefill_tokens_per_s']:,.0f}x the CPU" if cuda else "",
+        )
+    )
     cos = _min_cosine(cpu["encode"], cuda["encode"]) if cuda else None
-    out.append((
-        "encode (sentence-transformers) passages/s", f"{cpu['encode_passages_per_s']:,.0f} on {cpu['encode_device']}",
-        f"{cuda['encode_passages_per_s']:,.0f} on {cuda['encode_device']}" if cuda else skipped,
-        f"min cosine to the CPU's {cos:.4f} ({'ok' if cos >= TOLERANCE['encode'] else 'differs'})" if cuda else "",
-    ))
+    out.append(
+        (
+            "encode (sentence-transformers) passages/s",
+            f"{cpu['encode_passages_per_s']:,.0f} on {cpu['encode_device']}",
+            f"{cuda['encode_passages_per_s']:,.0f} on {cuda['encode_device']}" if cuda else skipped,
+            f"min cosine to the CPU's {cos:.4f} ({'ok' if cos >= TOLERANCE['encode'] else 'differs'})" if cuda else "",
+        )
+    )
     if cuda:
         lease = cuda["lease"]
         ok = lease["held_inside"] and lease["released_after"] and lease["generator_closed_by_lease"]
@@ -334,8 +406,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as root:
         llm, bert = build_models(Path(root))
         # The CPU reference in a child that sees no GPU, so the backend picks the CPU and fp32 itself.
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)}
-        cmd = [sys.executable, __file__, "--cpu-suite", "--models", root, "--prefill-batch", str(args.prefill_batch), "--prefill-tokens", str(args.prefill_tokens)]
+        env = {
+            **os.environ,
+            "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p),
+        }
+        cmd = [
+            sys.executable,
+            __file__,
+            "--cpu-suite",
+            "--models",
+            root,
+            "--prefill-batch",
+            str(args.prefill_batch),
+            "--prefill-tokens",
+            str(args.prefill_tokens),
+        ]
         child = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if child.returncode != 0:
             sys.exit(f"the CPU suite failed:\n{child.stderr[-4000:]}")
@@ -344,8 +430,11 @@ def main() -> None:
             cuda, reason = on_cuda(llm, bert, args), ""
         else:
             cuda, reason = None, "no CUDA device"
-    print(f"torch {torch.__version__}, CUDA devices: {torch.cuda.device_count()}"
-          + (f" ({torch.cuda.get_device_name(0)})" if cuda else "") + f"; {time.perf_counter() - started:.0f} s\n")
+    print(
+        f"torch {torch.__version__}, CUDA devices: {torch.cuda.device_count()}"
+        + (f" ({torch.cuda.get_device_name(0)})" if cuda else "")
+        + f"; {time.perf_counter() - started:.0f} s\n"
+    )
     print(table(rows(cpu, cuda, reason)))
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": cpu, "cuda": cuda}, indent=1))

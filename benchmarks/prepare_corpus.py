@@ -47,9 +47,15 @@ def write_knowledge_source(path: Path, pages: int, seed: int = 0) -> None:
                     text.append(f"Section::::Part {len(text)}.\n")
                 text.append(_paragraph(rng, n) + "\n")
                 words += n
-            page = {"_id": str(i), "wikipedia_id": str(i + 1), "wikipedia_title": f"Page {i}", "text": text,
-                    "anchors": [{"text": "x", "href": "y", "paragraph_id": 1, "start": 0, "end": 1}],
-                    "categories": "Synthetic", "history": {"pageid": i + 1}}
+            page = {
+                "_id": str(i),
+                "wikipedia_id": str(i + 1),
+                "wikipedia_title": f"Page {i}",
+                "text": text,
+                "anchors": [{"text": "x", "href": "y", "paragraph_id": 1, "start": 0, "end": 1}],
+                "categories": "Synthetic",
+                "history": {"pageid": i + 1},
+            }
             f.write(json.dumps(page) + "\n")
 
 
@@ -70,7 +76,10 @@ def write_msmarco_tsv(path: Path, n: int, seed: int = 0) -> None:
 
 def _job(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; return its JSON result plus its peak RSS."""
-    wrapper = code + "\nimport json, resource\nprint(json.dumps({**result, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    wrapper = (
+        code
+        + "\nimport json, resource\nprint(json.dumps({**result, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    )
     # This checkout's library, whatever the interpreter's editable install points at.
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
@@ -94,32 +103,37 @@ def main() -> None:
 import time
 from llm_utility.pipeline.data import chunk_corpus_shard_job
 t = time.perf_counter()
-n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100, output={str(d / 'shard0.parquet')!r})
+n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100, output={str(d / "shard0.parquet")!r})
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "kilt-merge": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / 'shard0.parquet')!r}]}}, output={str(d / 'kilt.parquet')!r}, seed=0)
+n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / "shard0.parquet")!r}]}}, output={str(d / "kilt.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "dpr-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}}, output={str(d / 'dpr.parquet')!r}, seed=0)
+n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}}, output={str(d / "dpr.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "msmarco-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}}, output={str(d / 'msmarco.parquet')!r}, seed=0)
+n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}}, output={str(d / "msmarco.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
         }
-        outputs = {"kilt-chunk": "shard0.parquet", "kilt-merge": "kilt.parquet", "dpr-tsv": "dpr.parquet", "msmarco-tsv": "msmarco.parquet"}
+        outputs = {
+            "kilt-chunk": "shard0.parquet",
+            "kilt-merge": "kilt.parquet",
+            "dpr-tsv": "dpr.parquet",
+            "msmarco-tsv": "msmarco.parquet",
+        }
         inputs = {"kilt-chunk": ks, "kilt-merge": d / "shard0.parquet", "dpr-tsv": dpr, "msmarco-tsv": msm}
         for name, code in runs.items():
             r = _job(code)

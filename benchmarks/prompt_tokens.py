@@ -66,36 +66,63 @@ def main() -> None:
     prompts = load_prompts(REPO / config.get("prompts", "config/prompts.yaml"))
     k = args.k or config.get("top_k", 20)
     cands = passages(k, args.words)
-    manifest = {"slug": Path(args.tokenizer).name, "backend": "transformers", "load_path": args.tokenizer, "fingerprint": "-"}
-    gen = load_generator(manifest, {"backend": "transformers", "weights": {"path": args.tokenizer}, "prompt_format": "chat"})
+    manifest = {
+        "slug": Path(args.tokenizer).name,
+        "backend": "transformers",
+        "load_path": args.tokenizer,
+        "fingerprint": "-",
+    }
+    gen = load_generator(
+        manifest, {"backend": "transformers", "weights": {"path": args.tokenizer}, "prompt_format": "chat"}
+    )
 
     rendered = {
         "answer, no passage": gen.render(answer_prompt(prompts, "qa", QUESTION, [])),
         "answer, one passage": gen.render(answer_prompt(prompts, "qa", QUESTION, cands[:1])),
         f"answer, top-{k} (also the attention pass)": gen.render(answer_prompt(prompts, "qa", QUESTION, cands)),
         "pointwise judgment with pseudo-answer": render_judgment(
-            prompts, SELECTION_METHODS["pointwise_pa"], gen,
+            prompts,
+            SELECTION_METHODS["pointwise_pa"],
+            gen,
             pointwise_prompt(prompts, SELECTION_METHODS["pointwise_pa"], QUESTION, cands[0], PSEUDO_ANSWER),
         ),
     }
-    for name, method in (("listwise_pa_reject", SELECTION_METHODS["listwise_pa_reject"]), ("ranking listwise_pa", VERBAL_RANKING_METHODS["listwise_pa"])):
+    for name, method in (
+        ("listwise_pa_reject", SELECTION_METHODS["listwise_pa_reject"]),
+        ("ranking listwise_pa", VERBAL_RANKING_METHODS["listwise_pa"]),
+    ):
         messages = listwise_messages(prompts, method, QUESTION, cands, PSEUDO_ANSWER)
         rendered[f"{name}, {k} passages"] = render_judgment(prompts, method, gen, messages)
 
-    judgments, rankings = with_defaults("judgments", config.get("judgments", {})), with_defaults("rankings", config.get("rankings", {}))
+    judgments, rankings = (
+        with_defaults("judgments", config.get("judgments", {})),
+        with_defaults("rankings", config.get("rankings", {})),
+    )
     answer_cap = max(with_defaults("llms", spec)["max_new_tokens"] for spec in config["llms"].values())
-    caps = {"answer": answer_cap, "listwise judgment": judgments["listwise_max_new_tokens"], "listwise ranking": rankings["max_new_tokens"]}
+    caps = {
+        "answer": answer_cap,
+        "listwise judgment": judgments["listwise_max_new_tokens"],
+        "listwise ranking": rankings["max_new_tokens"],
+    }
     if args.thinking:
         caps["thinking"] = judgments["thinking_max_new_tokens"]
     counts = dict(zip(rendered, gen.count_tokens(list(rendered.values()))))
     for name, n in counts.items():
         print(json.dumps({"prompt": name, "tokens": n}))
     longest = max(counts.values())
-    print(json.dumps({
-        "tokenizer": args.tokenizer, "k": k, "words_per_passage": args.words,
-        "passage_tokens": gen.count_tokens([f"{p.title} {p.text}" for p in cands], special=False),
-        "longest_prompt": longest, "output_caps": caps, "longest_prompt_plus_largest_cap": longest + max(caps.values()),
-    }))
+    print(
+        json.dumps(
+            {
+                "tokenizer": args.tokenizer,
+                "k": k,
+                "words_per_passage": args.words,
+                "passage_tokens": gen.count_tokens([f"{p.title} {p.text}" for p in cands], special=False),
+                "longest_prompt": longest,
+                "output_caps": caps,
+                "longest_prompt_plus_largest_cap": longest + max(caps.values()),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -98,7 +98,10 @@ def query_embeddings(shards: list[Path], n_queries: int, seed: int = 1) -> tuple
     for row in rows:
         s = int(np.searchsorted(offsets, row, side="right") - 1)
         vectors.append(np.load(shards[s], mmap_mode="r")[row - offsets[s]])
-    q = np.asarray(vectors, dtype=np.float32) + rng.standard_normal((n_queries, len(vectors[0])), dtype=np.float32) * 0.01
+    q = (
+        np.asarray(vectors, dtype=np.float32)
+        + rng.standard_normal((n_queries, len(vectors[0])), dtype=np.float32) * 0.01
+    )
     return q / np.linalg.norm(q, axis=1, keepdims=True), rows
 
 
@@ -112,8 +115,11 @@ def stage_data(work: Path, _args: argparse.Namespace) -> dict:
 
     tsv = work / "corpus.tsv"
     n = prepare_corpus_job(
-        name="rehearsal", cfg={"source": "local", "path": str(tsv)}, inputs={"file": str(tsv)},
-        output=str(work / "passages.parquet"), seed=0,
+        name="rehearsal",
+        cfg={"source": "local", "path": str(tsv)},
+        inputs={"file": str(tsv)},
+        output=str(work / "passages.parquet"),
+        seed=0,
     )
     return {"rows": n}
 
@@ -122,7 +128,9 @@ def stage_index(work: Path, args: argparse.Namespace) -> dict:
     from llm_utility.retrieval.index import build_index
 
     shards = sorted((work / "emb").glob("*.npy"), key=lambda p: int(p.stem))
-    n = build_index(shards, work / "index.faiss", index_factory=args.factory, train_sample=args.train_sample, use_gpu=False)
+    n = build_index(
+        shards, work / "index.faiss", index_factory=args.factory, train_sample=args.train_sample, use_gpu=False
+    )
     return {"rows": n, "index_bytes": (work / "index.faiss").stat().st_size}
 
 
@@ -169,18 +177,37 @@ def stage_encode(work: Path, args: argparse.Namespace) -> dict:
     return {"rows": n, "passages_per_s": n / (time.perf_counter() - started)}
 
 
-STAGES = {"baseline": stage_baseline, "data": stage_data, "index": stage_index, "retrieve": stage_retrieve, "encode": stage_encode}
+STAGES = {
+    "baseline": stage_baseline,
+    "data": stage_data,
+    "index": stage_index,
+    "retrieve": stage_retrieve,
+    "encode": stage_encode,
+}
 
 
 def run_stage(name: str, work: Path, args: argparse.Namespace) -> dict:
     """Run one stage in a child process; return its result with wall seconds and peak RSS (MB)."""
-    cmd = [sys.executable, __file__, "--stage", name, "--work", str(work), "--factory", args.factory,
-           "--encode-sample", str(args.encode_sample)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--stage",
+        name,
+        "--work",
+        str(work),
+        "--factory",
+        args.factory,
+        "--encode-sample",
+        str(args.encode_sample),
+    ]
     if args.nprobe:
         cmd += ["--nprobe", str(args.nprobe)]
     if args.train_sample:
         cmd += ["--train-sample", str(args.train_sample)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p),
+    }
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"stage {name} failed:\n{out.stderr[-4000:]}")
@@ -252,7 +279,10 @@ def report(results: dict, args: argparse.Namespace) -> str:
         lines.append(f"| {stage} | {a:.1f} | {b * 1e6:.1f} | {c:.0f} | {m * 1e6:.0f} | " + " | ".join(cells) + " |")
     encode = results[sizes[0]].get("encode")
     if encode:
-        lines += ["", f"Encoder (MiniLM-L6 on the CPU, {encode['rows']:,} passages): {encode['passages_per_s']:.0f} passages/s."]
+        lines += [
+            "",
+            f"Encoder (MiniLM-L6 on the CPU, {encode['rows']:,} passages): {encode['passages_per_s']:.0f} passages/s.",
+        ]
     hits = ", ".join(f"{n:,}: {results[n]['retrieve']['hit@1']:.3f}" for n in sizes)
     lines += [f"Retrieval check (a query's own passage ranked first): {hits}."]
     return "\n".join(lines)

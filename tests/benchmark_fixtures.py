@@ -91,7 +91,10 @@ FEVER_LINES = [
 
 
 def write_jsonl(path: Path, records) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in records), encoding="utf-8")
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in records),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -103,8 +106,13 @@ TWOWIKI = [
         "question": "Where was the band that headlined the Super Bowl 50 halftime show formed?",
         "context": [
             ["Coldplay", ["Coldplay are a British rock band formed in London in 1996."]],
-            ["Super Bowl 50 halftime show", ["The Super Bowl 50 Halftime Show took place on February 7, 2016.",
-                                              "It was headlined by the British rock group Coldplay with special guest performers Beyoncé and Bruno Mars."]],
+            [
+                "Super Bowl 50 halftime show",
+                [
+                    "The Super Bowl 50 Halftime Show took place on February 7, 2016.",
+                    "It was headlined by the British rock group Coldplay with special guest performers Beyoncé and Bruno Mars.",
+                ],
+            ],
         ],
         "supporting_facts": [["Super Bowl 50 halftime show", 1], ["Coldplay", 0], ["Coldplay", 0], ["Missing page", 0]],
         "evidences": [["Super Bowl 50 halftime show", "performer", "Coldplay"]],
@@ -115,14 +123,28 @@ TWOWIKI = [
 
 # MS MARCO QnA v2.1: parallel columns keyed by row number.
 MSMARCO_DEV = {
-    "query": {"0": "where was coldplay formed", "1": "what is a rock band", "2": "how many viewers watched super bowl 50 halftime", "3": "who headlined"},
+    "query": {
+        "0": "where was coldplay formed",
+        "1": "what is a rock band",
+        "2": "how many viewers watched super bowl 50 halftime",
+        "3": "who headlined",
+    },
     "query_id": {"0": 1001, "1": 1002, "2": 1003, "3": 1004},
     "query_type": {"0": "LOCATION", "1": "DESCRIPTION", "2": "NUMERIC", "3": "PERSON"},
-    "answers": {"0": ["Coldplay was formed in London, England."], "1": ["A band that plays rock."], "2": ["115.5 million viewers watched it."], "3": ["No Answer Present."]},
+    "answers": {
+        "0": ["Coldplay was formed in London, England."],
+        "1": ["A band that plays rock."],
+        "2": ["115.5 million viewers watched it."],
+        "3": ["No Answer Present."],
+    },
     "wellFormedAnswers": {"0": "[]", "1": "[]", "2": ["The show was watched by 115.5 million viewers."], "3": "[]"},
     "passages": {
         "0": [
-            {"is_selected": 1, "passage_text": "Coldplay are a British rock band formed in London in 1996.", "url": "http://a"},
+            {
+                "is_selected": 1,
+                "passage_text": "Coldplay are a British rock band formed in London in 1996.",
+                "url": "http://a",
+            },
             {"is_selected": 0, "passage_text": "Unrelated text.", "url": "http://b"},
         ],
         "1": [{"is_selected": 1, "passage_text": "A rock band plays rock music.", "url": "http://c"}],

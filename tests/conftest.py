@@ -19,4 +19,3 @@ def env_no_gpu() -> dict:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ""
     return env
-

@@ -131,7 +131,10 @@ def test_table1_reask_block_reads_the_reask_contexts():
     iv = analysis.table1_intervals(answers, 200, 1, blocks=("answer", "reask"))
     assert iv.filter(pl.col("block") == "reask").height == 6
     # All 4 queries wrong: the interval is [0, 0] whatever the resamples.
-    assert iv.filter((pl.col("block") == "reask") & (pl.col("column") == "None")).select("lo", "hi").row(0) == (0.0, 0.0)
+    assert iv.filter((pl.col("block") == "reask") & (pl.col("column") == "None")).select("lo", "hi").row(0) == (
+        0.0,
+        0.0,
+    )
 
 
 def test_table1_rejects_inconsistent_answers():

@@ -49,7 +49,9 @@ PASSAGES = {
 @pytest.fixture(scope="module")
 def passages_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("corpus") / "passages.parquet"
-    pl.DataFrame([(p.pid, p.title, p.text) for p in PASSAGES.values()], schema=["pid", "title", "text"], orient="row").write_parquet(path)
+    pl.DataFrame(
+        [(p.pid, p.title, p.text) for p in PASSAGES.values()], schema=["pid", "title", "text"], orient="row"
+    ).write_parquet(path)
     return str(path)
 
 
@@ -82,7 +84,13 @@ def test_candidates_table_names_missing_passages(passages_file):
 def test_context_requests(passages_file):
     c = candidates(QUERIES, RUN, passages_file)
     assert context_requests("none", c) == [("q1", ()), ("q2", ())]
-    assert context_requests("single", c) == [("q1", ("p1",)), ("q1", ("p2",)), ("q1", ("h1",)), ("q2", ("p1",)), ("q2", ("p2",))]
+    assert context_requests("single", c) == [
+        ("q1", ("p1",)),
+        ("q1", ("p2",)),
+        ("q1", ("h1",)),
+        ("q2", ("p1",)),
+        ("q2", ("p2",)),
+    ]
     gold = pl.DataFrame({"qid": ["q1", "q1"], "pid": ["h1", "p1"]})
     # Gold passages follow U's order whatever the table's order, so equal sets give equal prompts.
     assert context_requests("gold_U_from_other-llm", c, gold) == [("q1", ("p1", "h1")), ("q2", ())]
@@ -90,7 +98,9 @@ def test_context_requests(passages_file):
     judged = pl.DataFrame({"qid": ["q1", "q1", "q2"], "pid": ["p2", "p1", "p1"], "selected": [True, True, False]})
     assert context_requests("selected_listwise_pa_from_x", c, judged) == [("q1", ("p1", "p2")), ("q2", ())]
     # Queries that were not judged (a demo judges the first N) are not answered.
-    assert context_requests("selected_listwise_pa_from_x", c, judged.filter(pl.col("qid") == "q1")) == [("q1", ("p1", "p2"))]
+    assert context_requests("selected_listwise_pa_from_x", c, judged.filter(pl.col("qid") == "q1")) == [
+        ("q1", ("p1", "p2"))
+    ]
     # A reranked context keeps the ranking's order and its first n.
     ranking = pl.DataFrame({"qid": ["q1", "q1", "q2", "q2"], "pid": ["p1", "p2", "p1", "p2"], "rank": [2, 1, 1, 2]})
     assert context_requests("reranked_likelihood_top1", c, ranking) == [("q1", ("p2",)), ("q2", ("p1",))]
@@ -122,8 +132,14 @@ def test_reask_prompt_is_a_paraphrase_never_an_answer_call(passages_file):
     not its single call, an empty one not the none call, a re-asked top-k not the top-k call."""
     c = candidates(QUERIES, RUN, passages_file)
     gold = pl.DataFrame({"qid": ["q1"], "pid": ["h1"]})
-    answer = {ctx: context_requests(ctx, c, gold if ctx.startswith("gold") else None) for ctx in ("none", "single", "topk", "union", "human", "gold_U_from_x")}
-    reask = {f"reask_{ctx}": context_requests(f"reask_{ctx}", c, gold if ctx.startswith("gold") else None) for ctx in ("none", "topk", "union", "human", "gold_U_from_x")}
+    answer = {
+        ctx: context_requests(ctx, c, gold if ctx.startswith("gold") else None)
+        for ctx in ("none", "single", "topk", "union", "human", "gold_U_from_x")
+    }
+    reask = {
+        f"reask_{ctx}": context_requests(f"reask_{ctx}", c, gold if ctx.startswith("gold") else None)
+        for ctx in ("none", "topk", "union", "human", "gold_U_from_x")
+    }
     answer_texts = {t for *_, t in render_requests(answer, QUERIES, PASSAGES, PROMPTS, lambda t: t)}
     reask_rows = render_requests(reask, QUERIES, PASSAGES, PROMPTS, lambda t: t)
     assert reask_rows and not answer_texts & {t for *_, t in reask_rows}
@@ -215,7 +231,9 @@ def test_claims_scored_by_verdict(passages_file):
 
 
 def test_gold_sets_eq1_and_known(passages_file):
-    none = pl.DataFrame({"qid": ["q1", "q2", "q3"], "pids": [[], [], []], "output": ["", "", ""], "correct": [False, False, True]})
+    none = pl.DataFrame(
+        {"qid": ["q1", "q2", "q3"], "pids": [[], [], []], "output": ["", "", ""], "correct": [False, False, True]}
+    )
     single = pl.DataFrame(
         {
             "qid": ["q1", "q1", "q1", "q2", "q3"],

@@ -34,9 +34,17 @@ def write_tiny_lm(path: Path, layers: int = 3) -> Path:
     write_tiny_model(path)
     tok = AutoTokenizer.from_pretrained(path)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, initializer_range=0.4,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        initializer_range=0.4,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(path)
@@ -114,12 +122,15 @@ def test_attention_equals_a_direct_output_attentions_computation(tiny):
     ids = gen.encode(request.prompt)
     answer = gen.tokenizer(request.answer, add_special_tokens=False)["input_ids"]
     offsets = gen.tokenizer(request.prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    tokens = [[i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start] for start, end in request.spans]
+    tokens = [
+        [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start] for start, end in request.spans
+    ]
     with torch.inference_mode():
         attentions = eager(torch.tensor([ids + answer[:-1]]), output_attentions=True).attentions
     steps = range(len(ids) - 1, len(ids) + len(answer) - 1)
     raw = [
-        sum(float(torch.stack([a[0, :, t, toks].sum(-1).mean() for a in attentions]).mean()) for t in steps) / len(steps)
+        sum(float(torch.stack([a[0, :, t, toks].sum(-1).mean() for a in attentions]).mean()) for t in steps)
+        / len(steps)
         for toks in tokens
     ]
     expected = [r / sum(raw) for r in raw]

@@ -55,7 +55,19 @@ def test_kilt_triviaqa_questions_and_aliases_from_triviaqa(tmp_path):
     with pytest.raises(DataFormatError, match="line 1: no question.*set the dataset's `questions`"):
         kilt.load_kilt_queries(path, task="qa")
     trivia = tmp_path / "wikipedia-dev.json"
-    trivia.write_text(json.dumps({"Data": [{"QuestionId": "tc_1", "Question": "Capital of France?", "Answer": {"Value": "Paris", "Aliases": ["Paris", "Paree"]}}]}))
+    trivia.write_text(
+        json.dumps(
+            {
+                "Data": [
+                    {
+                        "QuestionId": "tc_1",
+                        "Question": "Capital of France?",
+                        "Answer": {"Value": "Paris", "Aliases": ["Paris", "Paree"]},
+                    }
+                ]
+            }
+        )
+    )
     q, _ = kilt.load_kilt_queries(path, task="qa", questions=kilt.load_triviaqa_questions(trivia))
     assert q.row(0) == ("tc_1", "Capital of France?", ["Paris", "Paree"], "qa")
 
@@ -63,11 +75,17 @@ def test_kilt_triviaqa_questions_and_aliases_from_triviaqa(tmp_path):
 @pytest.mark.parametrize(
     "line, problem",
     [
-        ('{"id": "a", "input": "q", "output": [{"answer": "x"}]', "invalid JSON (Expecting ',' delimiter at the end of the line"),
+        (
+            '{"id": "a", "input": "q", "output": [{"answer": "x"}]',
+            "invalid JSON (Expecting ',' delimiter at the end of the line",
+        ),
         ({"input": "q", "output": [{"answer": "x"}]}, "missing or empty field 'id'"),
         ({"id": "a", "input": "q", "output": []}, "'output' must be a non-empty list"),
         ({"id": "a", "input": "q", "output": [{"answer": " "}, {"provenance": []}]}, "no non-empty 'answer'"),
-        ({"id": "a", "input": "q", "output": [{"answer": "x", "provenance": ["p"]}]}, "provenance[0] must be an object"),
+        (
+            {"id": "a", "input": "q", "output": [{"answer": "x", "provenance": ["p"]}]},
+            "provenance[0] must be an object",
+        ),
         ({"id": "a", "input": "", "output": [{"answer": "x"}]}, "no question"),
     ],
 )
@@ -79,7 +97,9 @@ def test_kilt_bad_lines_name_file_and_line(tmp_path, line, problem):
 
 
 def test_kilt_fever_conflicting_labels(tmp_path):
-    path = write_jsonl(tmp_path / "f.jsonl", [{"id": 1, "input": "c", "output": [{"answer": "SUPPORTS"}, {"answer": "REFUTES"}]}])
+    path = write_jsonl(
+        tmp_path / "f.jsonl", [{"id": 1, "input": "c", "output": [{"answer": "SUPPORTS"}, {"answer": "REFUTES"}]}]
+    )
     with pytest.raises(DataFormatError, match="line 1: a claim needs exactly one label"):
         kilt.load_kilt_queries(path, task="fact")
 
@@ -117,7 +137,9 @@ def test_knowledge_source_bad_page_names_line(tmp_path):
     ks = tmp_path / "ks.json"
     ks.write_text(json.dumps(SUPER_BOWL) + "\n" + json.dumps({"wikipedia_id": "1", "text": []}) + "\n")
     with pytest.raises(DataFormatError, match=r"ks.json, line 2: page without 'wikipedia_title'"):
-        jobs.chunk_corpus_shard_job(knowledge_source=str(ks), shard=1, n_shards=2, words=10, output=str(tmp_path / "s.parquet"))
+        jobs.chunk_corpus_shard_job(
+            knowledge_source=str(ks), shard=1, n_shards=2, words=10, output=str(tmp_path / "s.parquet")
+        )
     assert not (tmp_path / "s.parquet").exists()
 
 
@@ -129,7 +151,9 @@ def kilt_corpus(tmp_path):
     ks = write_knowledge_source(tmp_path / "ks.json", [SUPER_BOWL, COLDPLAY])
     shard = str(tmp_path / "s0.parquet")
     jobs.chunk_corpus_shard_job(knowledge_source=str(ks), shard=0, n_shards=1, words=10, output=shard)
-    jobs.prepare_corpus_job(name="k", cfg={"source": "kilt"}, inputs={"shards": [shard]}, output=str(tmp_path / "p.parquet"), seed=0)
+    jobs.prepare_corpus_job(
+        name="k", cfg={"source": "kilt"}, inputs={"shards": [shard]}, output=str(tmp_path / "p.parquet"), seed=0
+    )
     jobs.corpus_spans_job(shards=[shard], output=str(tmp_path / "spans.parquet"))
     return tmp_path
 
@@ -144,13 +168,17 @@ def test_span_mapping_is_exact_and_counts_what_it_cannot_map(kilt_corpus):
     whole = nq.filter(pl.col("ref") == "o4p0")["pid"].to_list()  # paragraph 4, characters -1
     assert whole and "viewers" in " ".join(texts[p] for p in whole)
     assert unmapped.rows() == [("42", "o1p0", mapping.PAGE_NOT_IN_CORPUS)]
-    report = mapping.coverage_report(dataset="nq", corpus="k", rule="span", queries=q, evidence=ev, human=human, unmapped=unmapped)
+    report = mapping.coverage_report(
+        dataset="nq", corpus="k", rule="span", queries=q, evidence=ev, human=human, unmapped=unmapped
+    )
     assert (report["annotations"], report["mapped"], report["unmapped"]) == (6, 5, 1)
     assert report["unmapped_reasons"] == {mapping.PAGE_NOT_IN_CORPUS: 1} and report["coverage"] == round(5 / 6, 4)
 
 
 def test_title_text_mapping_for_2wiki_and_kilt_on_a_dpr_corpus(kilt_corpus, tmp_path):
-    q, ev = twowiki.load_2wiki_queries(_write_json(tmp_path / "dev.json", TWOWIKI), aliases={"Q84": ["London", "City of London"]})
+    q, ev = twowiki.load_2wiki_queries(
+        _write_json(tmp_path / "dev.json", TWOWIKI), aliases={"Q84": ["London", "City of London"]}
+    )
     assert q.row(0)[2] == ["London", "City of London"] and ev.height == 3  # the duplicate fact counted once
     human, unmapped = mapping.map_by_title_text(ev, str(kilt_corpus / "p.parquet"))
     assert set(human["ref"]) == {"f0", "f1"} and unmapped.rows() == [(q["qid"][0], "f3", mapping.TITLE_NOT_IN_CORPUS)]
@@ -184,7 +212,9 @@ def test_msmarco_filter_extraction_and_text_mapping(tmp_path):
     collection = tmp_path / "collection.tsv"
     collection.write_text(COLLECTION)
     out = tmp_path / "msmarco.parquet"
-    jobs.prepare_corpus_job(name="m", cfg={"source": "msmarco"}, inputs={"file": str(collection)}, output=str(out), seed=0)
+    jobs.prepare_corpus_job(
+        name="m", cfg={"source": "msmarco"}, inputs={"file": str(collection)}, output=str(out), seed=0
+    )
     assert pl.read_parquet(out)["text"][0] == '"Quoted" text at the start stays literal.'
     human, unmapped = mapping.map_by_text(ev, str(out))
     assert sorted(human.select("qid", "pid").rows()) == [("1001", "7"), ("1003", "8")]  # whitespace collapsed
@@ -201,7 +231,13 @@ def test_msmarco_filter_extraction_and_text_mapping(tmp_path):
 
 def test_table6_layout_and_values():
     q = pl.DataFrame(
-        {"qid": ["a", "b"], "question": ["?", "?"], "answers": [["x"], ["y"]], "human_pids": [["1", "2"], []], "task": ["qa", "qa"]},
+        {
+            "qid": ["a", "b"],
+            "question": ["?", "?"],
+            "answers": [["x"], ["y"]],
+            "human_pids": [["1", "2"], []],
+            "task": ["qa", "qa"],
+        },
         schema=QUERIES_SCHEMA,
     )
     df = table6(["nq", "wf"], ["wiki", "wf"], [q, q], [34_000_000, 1626], {"nq": {"coverage": 0.9, "unmapped": 3}})
@@ -256,9 +292,16 @@ def test_download_failure_says_where_to_get_and_put_the_file(server, tmp_path):
 
 def test_file_specs_and_missing_message():
     assert files.local_path("resources/x.tsv", "resources/data") == "resources/x.tsv"
-    assert files.local_path({"url": "https://h/a/dev_v2.1.json.gz?dl=1"}, "resources/data") == "resources/data/dev_v2.1.json.gz"
+    assert (
+        files.local_path({"url": "https://h/a/dev_v2.1.json.gz?dl=1"}, "resources/data")
+        == "resources/data/dev_v2.1.json.gz"
+    )
     msg = files.missing_message("resources/data/nq.jsonl", "datasets.nq.file", "kilt")
-    assert "datasets.nq.file" in msg and "github.com/facebookresearch/KILT" in msg and "put it at 'resources/data/nq.jsonl'" in msg
+    assert (
+        "datasets.nq.file" in msg
+        and "github.com/facebookresearch/KILT" in msg
+        and "put it at 'resources/data/nq.jsonl'" in msg
+    )
 
 
 # --- the demo and bring-your-own sources through the same jobs ------------------------------------
@@ -268,20 +311,30 @@ def test_file_specs_and_missing_message():
 def test_local_and_worldfacts_jobs_read_their_declared_inputs(tmp_path):
     tsv = tmp_path / "mine.tsv"
     tsv.write_text("id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tLima is in Peru.\tLima\n")
-    qs = write_jsonl(tmp_path / "mine.jsonl", [{"id": "q", "question": "Capital of France?", "answers": ["Paris"], "human_pids": [" 1"]}])
+    qs = write_jsonl(
+        tmp_path / "mine.jsonl",
+        [{"id": "q", "question": "Capital of France?", "answers": ["Paris"], "human_pids": [" 1"]}],
+    )
     out = tmp_path / "results"
     cfg_corpus = {"source": "local", "path": "elsewhere/not-read.tsv"}  # the declared input wins
     jobs.prepare_corpus_job(name="c", cfg=cfg_corpus, inputs={"file": str(tsv)}, output=str(out / "p.parquet"), seed=0)
     cfg_ds = {"source": "local", "queries": "elsewhere/not-read.jsonl", "task": "qa", "limit": None}
     q = jobs.prepare_queries_job(
-        name="d", cfg=cfg_ds, inputs={"passages": str(out / "p.parquet"), "queries": str(qs)}, output=str(out / "q.parquet"), seed=0
+        name="d",
+        cfg=cfg_ds,
+        inputs={"passages": str(out / "p.parquet"), "queries": str(qs)},
+        output=str(out / "q.parquet"),
+        seed=0,
     )
     assert q.row(0) == ("q", "Capital of France?", ["Paris"], ["1"], "qa")
     wf = {"source": "worldfacts", "n_cities": 0}
     jobs.prepare_corpus_job(name="wf", cfg=wf, inputs={}, output=str(out / "wf.parquet"), seed=13)
     wq = jobs.prepare_queries_job(
-        name="w", cfg={"source": "worldfacts", "flavour": "claim", "n_queries": 4, "limit": None},
-        inputs={"passages": str(out / "wf.parquet")}, output=str(out / "wq.parquet"), seed=13,
+        name="w",
+        cfg={"source": "worldfacts", "flavour": "claim", "n_queries": 4, "limit": None},
+        inputs={"passages": str(out / "wf.parquet")},
+        output=str(out / "wq.parquet"),
+        seed=13,
     )
     assert wq.height == 4 and set(wq["task"]) == {"fact"}
 
@@ -311,7 +364,10 @@ def test_extract_answers_job_goes_through_the_store(tmp_path, monkeypatch, repo)
         def generate(self, prompts, max_new_tokens, stop=()):
             StandIn.calls += len(prompts)
             # The last word of the long answer, or an extraction the long answer does not contain.
-            return [p.split("Long answer: ")[1].split("\n")[0].rstrip(".").split()[-1] if "London" in p else "Paris" for p in prompts]
+            return [
+                p.split("Long answer: ")[1].split("\n")[0].rstrip(".").split()[-1] if "London" in p else "Paris"
+                for p in prompts
+            ]
 
     monkeypatch.setattr(generation, "load_generator", lambda manifest, spec, threads=None: StandIn())
     path = tmp_path / "dev.json"
@@ -320,7 +376,14 @@ def test_extract_answers_job_goes_through_the_store(tmp_path, monkeypatch, repo)
     queries = tmp_path / "source.parquet"
     q.write_parquet(queries)
     spec = {"max_new_tokens": 16, "stop": ["\n"], "batch_size": 4}
-    kwargs = dict(queries=str(queries), manifest="unused", prompts=str(repo / "config" / "prompts.yaml"), spec=spec, store=str(tmp_path / "store"), job="extract_answers")
+    kwargs = dict(
+        queries=str(queries),
+        manifest="unused",
+        prompts=str(repo / "config" / "prompts.yaml"),
+        spec=spec,
+        store=str(tmp_path / "store"),
+        job="extract_answers",
+    )
     table = jobs.extract_answers_job(**kwargs, output=str(tmp_path / "short.parquet"))
     assert table.filter(pl.col("kept"))["short_answer"].to_list() == ["England"]
     assert table.height == 3 and StandIn.calls == 3

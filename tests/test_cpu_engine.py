@@ -188,10 +188,16 @@ def test_the_engine_decodes_what_generate_decodes_for_each_architecture(arch, tm
     the prompts: the engine's own cache must give what transformers' hybrid cache gives."""
     path = write_tiny_model(tmp_path / arch, arch)
     manifest = {"slug": arch, "backend": "transformers", "load_path": str(path), "fingerprint": arch}
-    spec = {"backend": "transformers", "weights": {"path": str(path)}, "dtype": "float32",
-            "prompt_format": "chat" if arch == "llama" else "completion"}
+    spec = {
+        "backend": "transformers",
+        "weights": {"path": str(path)},
+        "dtype": "float32",
+        "prompt_format": "chat" if arch == "llama" else "completion",
+    }
     gen = load_generator(manifest, spec)
-    prompts = [gen.render("Information: Lima is the capital of Peru. " * k + "Question: What is it?") for k in (1, 3, 6, 12)]
+    prompts = [
+        gen.render("Information: Lima is the capital of Peru. " * k + "Question: What is it?") for k in (1, 3, 6, 12)
+    ]
     lengths = [len(gen.encode(p)) for p in prompts]
     assert min(lengths) < 64 < max(lengths)
     assert gen.generate(prompts, max_new_tokens=12) == [direct_greedy(gen, p, 12, []) for p in prompts]
@@ -235,7 +241,9 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
         assert torch.equal(layer(rows[:n]), together[:n]), n
     for i in (0, 3, 69):
         assert torch.equal(layer(rows[i : i + 1]), together[i : i + 1])
-        assert torch.equal(layer(torch.cat([rows[i : i + 1], torch.randn(30, 1, 96, dtype=dtype)]))[:1], together[i : i + 1])
+        assert torch.equal(
+            layer(torch.cat([rows[i : i + 1], torch.randn(30, 1, 96, dtype=dtype)]))[:1], together[i : i + 1]
+        )
     prompt = torch.randn(1, 33, 96, dtype=dtype)
     assert torch.equal(layer(prompt), linear(prompt))
 

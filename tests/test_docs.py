@@ -113,7 +113,9 @@ def test_no_page_or_file_cites_the_internal_design_notes():
     # The design notes are not shipped: a fact users need belongs in docs/.
     name = "DESIGN" + ".md"
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    citing = [p for p in tracked if (REPO / p).is_file() and name in (REPO / p).read_text(encoding="utf-8", errors="ignore")]
+    citing = [
+        p for p in tracked if (REPO / p).is_file() and name in (REPO / p).read_text(encoding="utf-8", errors="ignore")
+    ]
     assert not citing, f"files citing {name}: {citing}"
 
 
@@ -146,7 +148,9 @@ def test_report_description_renders_for_each_config(configfile):
         assert f"{name} ({dataset['retriever']})" in summary
     pools = {d["retriever"] for d in config["datasets"].values()}
     extra = re.search(r"Extra runs : ([^;]*);", summary)
-    assert extra and set(re.findall(r"[\w-]+", extra.group(1).split(" on every")[0])) == set(config["retrievers"]) - pools
+    assert (
+        extra and set(re.findall(r"[\w-]+", extra.group(1).split(" on every")[0])) == set(config["retrievers"]) - pools
+    )
     assert "retrieved with" not in summary
     # Thinking is among the tables only when an LLM can think (Table 5 is otherwise a note).
     assert ("thinking," in summary) == any(llm.get("can_think") for llm in config["llms"].values())
@@ -164,7 +168,7 @@ def _blocks(path: Path) -> list[str]:
     blocks, block = [], []
     for line in text.splitlines():
         if "#" in line:
-            block.append(line[line.index("#"):])
+            block.append(line[line.index("#") :])
         elif block:
             blocks.append("\n".join(block))
             block = []
@@ -176,9 +180,13 @@ def test_stated_times_are_measured_and_budgets_say_so():
     with a link to one of them, and a time that is a target, not a measurement, says it is a budget:
     `make demo` within 15 minutes was its budget while it measured 34."""
     files = [
-        REPO / "README.md", REPO / "config" / "README.md", REPO / "Makefile", REPO / "pyproject.toml",
+        REPO / "README.md",
+        REPO / "config" / "README.md",
+        REPO / "Makefile",
+        REPO / "pyproject.toml",
         *(p for p in DOCS.glob("*.md") if p.name not in ("performance.md", "cluster.md", "configuration.md")),
-        *(REPO / "config").glob("*.yaml"), *(REPO / "profiles").glob("*/config.yaml"),
+        *(REPO / "config").glob("*.yaml"),
+        *(REPO / "profiles").glob("*/config.yaml"),
     ]
     for path in files:
         for block in _blocks(path):

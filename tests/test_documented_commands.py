@@ -162,15 +162,24 @@ def test_profile_comments_point_to_sections_that_exist():
 # Commands another slow test dry-runs as written (with --sdm env-modules), which this one need not
 # repeat: each a paper DAG of about 800 jobs, about a minute on 2 busy cores.
 COVERED = {
-    ("--configfile", "config/paper.yaml", "--profile", "profiles/slurm"): ("tests/test_profiles.py", '_dry_run("--profile", "profiles/slurm")'),
-    ("--configfile", "config/paper.yaml", "--profile", "profiles/kubernetes"): ("tests/test_profiles.py", '_dry_run("--profile", "profiles/kubernetes"'),
+    ("--configfile", "config/paper.yaml", "--profile", "profiles/slurm"): (
+        "tests/test_profiles.py",
+        '_dry_run("--profile", "profiles/slurm")',
+    ),
+    ("--configfile", "config/paper.yaml", "--profile", "profiles/kubernetes"): (
+        "tests/test_profiles.py",
+        '_dry_run("--profile", "profiles/kubernetes"',
+    ),
 }
 
 
 def test_the_commands_left_to_other_tests_are_dry_run_there():
     for test, call in COVERED.values():
         assert call in (REPO / test).read_text()
-    assert '"-n", "--configfile", "config/paper.yaml", "--sdm", "env-modules"' in (REPO / "tests" / "test_profiles.py").read_text()
+    assert (
+        '"-n", "--configfile", "config/paper.yaml", "--sdm", "env-modules"'
+        in (REPO / "tests" / "test_profiles.py").read_text()
+    )
 
 
 def _dry_runs() -> dict[tuple[str, ...], list[Command]]:
@@ -239,8 +248,18 @@ def _write_own_data(checkout: Path, corpus: str, queries: str) -> None:
     )
     (checkout / queries).parent.mkdir(parents=True, exist_ok=True)
     (checkout / queries).write_text(
-        "".join(json.dumps({"id": f"q{i}", "question": f"Which number is passage {i} about?", "answers": [str(i)],
-                            "human_pids": [str(i)]}) + "\n" for i in range(1, 9)),
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"Which number is passage {i} about?",
+                    "answers": [str(i)],
+                    "human_pids": [str(i)],
+                }
+            )
+            + "\n"
+            for i in range(1, 9)
+        ),
         encoding="utf-8",
     )
 
@@ -250,8 +269,13 @@ def checkout(tmp_path_factory) -> Path:
     """A copy of this checkout's tracked files, with config/mine.yaml as docs/data.md makes it: its
     `python -m llm_utility.init` command run on small files at the paths it names."""
     dest = tmp_path_factory.mktemp("checkout")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, text=True, check=True).stdout
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for name in filter(None, files.split("\0")):
         if (REPO / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +284,9 @@ def checkout(tmp_path_factory) -> Path:
     args = init.args[3:]
     _write_own_data(dest, args[args.index("--corpus") + 1], args[args.index("--queries") + 1])
     env = {**os.environ, "PYTHONPATH": str(dest / "src")}
-    out = subprocess.run([sys.executable, *init.args[1:]], cwd=dest, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, *init.args[1:]], cwd=dest, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, f"{init.where}: {init.text}\n{out.stdout}{out.stderr}"
     assert (dest / args[args.index("--out") + 1]).is_file()
     return dest
@@ -284,7 +310,9 @@ def test_every_documented_python_module_and_make_target_answers():
     modules = {c.args[c.args.index("-m") + 1]: c for c in COMMANDS if _kind(c) == "python -m"}
     failed = []
     for module, cmd in modules.items():
-        out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
+        )
         if out.returncode != 0:
             failed.append(f"{cmd.where}: python -m {module} --help\n{out.stderr[-800:]}")
     for cmd in (c for c in COMMANDS if _kind(c) == "python"):  # python -c ...: runs as written

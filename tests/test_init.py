@@ -21,14 +21,17 @@ GPU = {"memory": 512 * 2**30, "cores": 64, "gpu": True}
 
 def _files(tmp_path: Path, queries: list[dict], passages: int = 30) -> tuple[Path, Path]:
     corpus = tmp_path / "psgs_w100.tsv"
-    body = "".join(f"{i}\t\"Passage {i} says \"\"{i}\"\" in a hundred words.\"\tTitle {i}\n" for i in range(1, passages + 1))
+    body = "".join(f'{i}\t"Passage {i} says ""{i}"" in a hundred words."\tTitle {i}\n' for i in range(1, passages + 1))
     corpus.write_text("id\ttext\ttitle\n" + body, encoding="utf-8")
     path = tmp_path / "my-queries.jsonl"
     path.write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
     return corpus, path
 
 
-QA = [{"id": f"q{i}", "question": f"What does passage {i} say?", "answers": [str(i)], "human_pids": [str(i)]} for i in range(1, 6)]
+QA = [
+    {"id": f"q{i}", "question": f"What does passage {i} say?", "answers": [str(i)], "human_pids": [str(i)]}
+    for i in range(1, 6)
+]
 
 
 def _run(tmp_path, monkeypatch, capsys, queries=QA, *extra: str, here=NO_GPU):
@@ -52,7 +55,7 @@ def test_writes_the_paper_s_settings_for_the_user_s_files(tmp_path, monkeypatch,
     assert config["prompts"] == "config/prompts.yaml" and "verdict_synonyms" not in config
     assert set(config["retrievers"]) == {"bge-m3", "bm25"}
     # The user's files, and what the estimates need from them.
-    (corpus_name, corpus), = config["corpora"].items()
+    ((corpus_name, corpus),) = config["corpora"].items()
     assert corpus == {"source": "local", "path": str(tmp_path / "psgs_w100.tsv")}
     dataset = config["datasets"]["my-queries"]
     assert dataset["corpus"] == corpus_name and dataset["retriever"] == "bge-m3" and dataset["expected_queries"] == 5
@@ -82,7 +85,11 @@ def test_demo_models_for_a_machine_without_a_gpu(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     "queries, line, problem",
     [
-        ([QA[0], {"id": "c", "question": "C.", "answers": ["supports"], "task": "fact"}], 2, "exactly [\"SUPPORTS\"] or [\"REFUTES\"]"),
+        (
+            [QA[0], {"id": "c", "question": "C.", "answers": ["supports"], "task": "fact"}],
+            2,
+            'exactly ["SUPPORTS"] or ["REFUTES"]',
+        ),
         ([QA[0], QA[1], {**QA[2], "human_pids": ["404"]}], 3, "['404'] not found in the corpus"),
         ([QA[0], QA[0]], 2, "duplicate id 'q1'"),
     ],
@@ -125,7 +132,10 @@ def test_a_corpus_too_large_for_the_machine_names_the_fix(tmp_path, monkeypatch,
     assert "IVF65536,SQ8" in text  # a flat index of 21M x 384 float32 is ~30 GiB
     # The same corpus with the paper's models on a large GPU machine fits, in encoding shards.
     config = init.build_config(Path("c.tsv"), Path("q.jsonl"), "mine", "wiki", "qa", "paper", corpus_info, query_info)
-    assert config["retrievers"]["bge-m3"]["shards"] == 40 and config["retrievers"]["bge-m3"]["index_factory"] == "IVF65536,SQ8"
+    assert (
+        config["retrievers"]["bge-m3"]["shards"] == 40
+        and config["retrievers"]["bge-m3"]["index_factory"] == "IVF65536,SQ8"
+    )
     lines, warnings = init.report(init.validate(config), "mine", corpus_info, query_info, GPU)
     assert not warnings and any("40 job(s) of one GPU" in line for line in lines)
 

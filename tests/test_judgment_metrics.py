@@ -138,7 +138,9 @@ GOLD_C = {"n1": ["a"], "n2": ["b"]}
 def _gold_table(pairs):
     import polars as pl
 
-    return pl.DataFrame([(q, p) for q, ps in pairs.items() for p in ps], schema={"qid": pl.String, "pid": pl.String}, orient="row")
+    return pl.DataFrame(
+        [(q, p) for q, ps in pairs.items() for p in ps], schema={"qid": pl.String, "pid": pl.String}, orient="row"
+    )
 
 
 def test_unparsed_outputs_are_failures_in_the_selection_table():
@@ -174,7 +176,9 @@ def test_unparsed_rejections_in_the_intervals_too():
     from llm_utility.report.judgments import selection_intervals
 
     many = _judgments([(f"e{i}", "a", False, i % 2 == 0) for i in range(20)])  # half unparsed, all empty gold
-    [row] = selection_intervals({("d", "m", "listwise"): many}, {("d", "m"): _gold_table({})}, n_resamples=2000, seed=1).to_dicts()
+    [row] = selection_intervals(
+        {("d", "m", "listwise"): many}, {("d", "m"): _gold_table({})}, n_resamples=2000, seed=1
+    ).to_dicts()
     assert row["accuracy_empty_lo"] < 50.0 < row["accuracy_empty_hi"] < 100.0
 
 
@@ -192,7 +196,9 @@ def test_table8_counts_by_known_and_by_gold():
         + [("u2", p, True, True) for p in "abc"]
     )
     known = pl.DataFrame({"qid": ["k1", "u1", "u2", "other"], "known": [True, False, False, True]})
-    [row] = selection_scores({("d", "m", "listwise_pa"): table}, {("d", "m"): _gold_table({"u1": ["a"]})}, {("d", "m"): known}).to_dicts()
+    [row] = selection_scores(
+        {("d", "m", "listwise_pa"): table}, {("d", "m"): _gold_table({"u1": ["a"]})}, {("d", "m"): known}
+    ).to_dicts()
     assert (row["n_known"], row["n_unknown"], row["n_empty"], row["n_nonempty"]) == (1, 2, 2, 1)
     assert row["avg_selected_known"] == pytest.approx(1.0)
     assert row["avg_selected_unknown"] == pytest.approx((2 + 3) / 2)
@@ -223,7 +229,14 @@ def _judgments_with_echo(rows):
 
     return pl.DataFrame(
         [(q, p, s, ok, e, "raw") for q, p, s, ok, e in rows],
-        schema={"qid": pl.String, "pid": pl.String, "selected": pl.Boolean, "parsed": pl.Boolean, "echo": pl.Boolean, "output": pl.String},
+        schema={
+            "qid": pl.String,
+            "pid": pl.String,
+            "selected": pl.Boolean,
+            "parsed": pl.Boolean,
+            "echo": pl.Boolean,
+            "output": pl.String,
+        },
         orient="row",
     )
 
@@ -245,8 +258,14 @@ def test_an_echo_is_a_failure_with_its_own_share():
 
     from llm_utility.report.judgments import selection_scores
 
-    known = pl.DataFrame({"qid": ["n1", "n2", "n3", "e1", "e2", "e3"], "known": [False, False, False, True, True, False]})
-    [row] = selection_scores({("d", "m", "listwise"): ECHOES}, {("d", "m"): _gold_table({"n1": ["a"], "n2": ["b"], "n3": ["a"]})}, {("d", "m"): known}).to_dicts()
+    known = pl.DataFrame(
+        {"qid": ["n1", "n2", "n3", "e1", "e2", "e3"], "known": [False, False, False, True, True, False]}
+    )
+    [row] = selection_scores(
+        {("d", "m", "listwise"): ECHOES},
+        {("d", "m"): _gold_table({"n1": ["a"], "n2": ["b"], "n3": ["a"]})},
+        {("d", "m"): known},
+    ).to_dicts()
     # the metrics count an echo as they count an unparsed output: selects nothing, no rejection
     assert (row["precision"], row["recall"]) == pytest.approx((100 / 3, 100 / 3))
     assert row["accuracy_empty"] == pytest.approx(100 / 3)  # e1 only: e2 echoed, e3 selected
@@ -254,7 +273,9 @@ def test_an_echo_is_a_failure_with_its_own_share():
     assert (row["genuine"], row["unparsed"], row["echo"]) == pytest.approx((50.0, 100 / 6, 100 / 3))
     assert (row["unparsed_nonempty"], row["echo_nonempty"]) == pytest.approx((100 / 3, 100 / 3))
     assert (row["unparsed_empty"], row["echo_empty"]) == pytest.approx((0.0, 100 / 3))
-    assert (row["unparsed_known"], row["echo_known"], row["unparsed_unknown"], row["echo_unknown"]) == pytest.approx((0.0, 50.0, 25.0, 25.0))
+    assert (row["unparsed_known"], row["echo_known"], row["unparsed_unknown"], row["echo_unknown"]) == pytest.approx(
+        (0.0, 50.0, 25.0, 25.0)
+    )
 
 
 def test_a_pointwise_query_is_an_echo_when_one_of_its_outputs_is():
@@ -278,7 +299,9 @@ def test_table3_rows_carry_the_outcomes_of_their_selections():
 
     answers = {
         ("d", "m", "topk"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "correct": [True, False, True]}),
-        ("d", "m", "selected_listwise_from_m"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "correct": [True, False, False]}),
+        ("d", "m", "selected_listwise_from_m"): pl.DataFrame(
+            {"qid": ["n1", "n2", "e1"], "correct": [True, False, False]}
+        ),
     }
     known = {("d", "m"): pl.DataFrame({"qid": ["n1", "n2", "e1"], "known": [False, False, True]})}
     split = with_selection_outcomes(known_split(answers, known), answers, {("d", "m", "listwise"): ECHOES})
@@ -292,7 +315,9 @@ def test_a_table_names_the_cells_that_mostly_echo():
 
     from llm_utility.pipeline.report import echo_note
 
-    frame = pl.DataFrame({"dataset": ["d", "d"], "llm": ["tiny", "big"], "method": ["listwise_pa", "listwise_pa"], "echo": [75.0, 10.0]})
+    frame = pl.DataFrame(
+        {"dataset": ["d", "d"], "llm": ["tiny", "big"], "method": ["listwise_pa", "listwise_pa"], "echo": [75.0, 10.0]}
+    )
     note = echo_note(frame)
     assert "tiny listwise_pa on d: 75%" in note and "big" not in note and "not how it judges utility" in note
     assert echo_note(frame.with_columns(echo=pl.lit(49.9))) == ""

@@ -148,14 +148,22 @@ def test_only_the_workflow_glue_imports_snakemake():
     users = []
     for path in src.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n == "snakemake" or n.startswith("snakemake.") for n in names):
                 users.append(str(path.relative_to(src)))
     assert users and all(u.startswith("workflow/") for u in users), users
     # ... and only when a script is run by hand (mock_snakemake), never on import.
     out = subprocess.run(
         [sys.executable, "-c", "import sys, llm_utility.workflow; print('snakemake' in sys.modules)"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
@@ -185,17 +193,39 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     ("files", "upward", "circular"),
     [
         # A foundation module importing the pipeline, inside a function.
-        ({"__init__.py": "", "io.py": "def f():\n    from .pipeline import jobs\n", "pipeline/__init__.py": "",
-          "pipeline/jobs.py": "from ..io import f\n"},
-         ["llm_utility.io (layer 0) imports llm_utility.pipeline.jobs (layer 3)"], [["llm_utility.io", "llm_utility.pipeline.jobs"]]),
+        (
+            {
+                "__init__.py": "",
+                "io.py": "def f():\n    from .pipeline import jobs\n",
+                "pipeline/__init__.py": "",
+                "pipeline/jobs.py": "from ..io import f\n",
+            },
+            ["llm_utility.io (layer 0) imports llm_utility.pipeline.jobs (layer 3)"],
+            [["llm_utility.io", "llm_utility.pipeline.jobs"]],
+        ),
         # Two packages of one layer importing each other: allowed upward-wise, but a circle.
-        ({"__init__.py": "", "method/__init__.py": "", "method/a.py": "from ..generation.b import x\n",
-          "generation/__init__.py": "", "generation/b.py": "x = 1\ndef g():\n    from ..method import a\n"},
-         [], [["llm_utility.generation.b", "llm_utility.method.a"]]),
+        (
+            {
+                "__init__.py": "",
+                "method/__init__.py": "",
+                "method/a.py": "from ..generation.b import x\n",
+                "generation/__init__.py": "",
+                "generation/b.py": "x = 1\ndef g():\n    from ..method import a\n",
+            },
+            [],
+            [["llm_utility.generation.b", "llm_utility.method.a"]],
+        ),
         # Downward only: nothing to report.
-        ({"__init__.py": "", "report/__init__.py": "from .tables import t\n", "report/tables.py": "from ..io import w\nt = 1\n",
-          "io.py": "w = 1\n"},
-         [], []),
+        (
+            {
+                "__init__.py": "",
+                "report/__init__.py": "from .tables import t\n",
+                "report/tables.py": "from ..io import w\nt = 1\n",
+                "io.py": "w = 1\n",
+            },
+            [],
+            [],
+        ),
     ],
 )
 def test_the_checks_catch_what_they_should(tmp_path, files, upward, circular):
@@ -210,12 +240,24 @@ def test_the_gpu_check_modules_import_where_only_torch_is(tmp_path):
     for name in ("polars", "pyarrow", "faiss", "vllm"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed')\n")
-    code = ("import llm_utility.generation, llm_utility.gpu; from llm_utility.retrieval.encoders import load_encoder; "
-            "from llm_utility.generation import load_generator, AttentionRequest")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"})
+    code = (
+        "import llm_utility.generation, llm_utility.gpu; from llm_utility.retrieval.encoders import load_encoder; "
+        "from llm_utility.generation import load_generator, AttentionRequest"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     # The blockers work: importing the index module (it needs polars) fails.
-    out = subprocess.run([sys.executable, "-c", "from llm_utility.retrieval import build_index"], capture_output=True,
-                         text=True, timeout=120, env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", "from llm_utility.retrieval import build_index"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": f"{tmp_path}:{REPO / 'src'}", "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode != 0 and "polars is not installed" in out.stderr

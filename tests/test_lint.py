@@ -1,8 +1,5 @@
 """ruff, pinned in pyproject.toml's dev extra and configured under [tool.ruff], finds nothing in the
-project's Python (fast tier; CI's lint job runs the same check on its own).
-
-The code base is not yet run through `ruff format` (a one-time change of every file, left until the
-branches in flight have landed): FORMATTED turns the format check on once it has been.
+project's Python and finds it formatted (fast tier; CI's lint job runs the same checks on its own).
 """
 
 from __future__ import annotations
@@ -12,14 +9,9 @@ import subprocess
 import sys
 import tomllib
 
-import pytest
-
 from workflow_runner import REPO
 
 PATHS = ["src", "workflow", "tests", "benchmarks"]
-# Flip to True after `ruff format src workflow tests benchmarks` has been committed (and drop the
-# E501 ignore in pyproject.toml, fixing the long strings and comments it then reports).
-FORMATTED = False
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess:
@@ -49,7 +41,6 @@ def test_ruff_check_catches_what_it_should(tmp_path):
     assert out.returncode == 1 and {"I001", "F401", "F841", "F821"} <= codes, out.stdout
 
 
-@pytest.mark.skipif(not FORMATTED, reason="code base not yet run through `ruff format` (tests/test_lint.py: FORMATTED)")
 def test_the_code_is_formatted():
     out = _ruff("format", "--check", "--no-cache", *PATHS)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]

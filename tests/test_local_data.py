@@ -152,8 +152,16 @@ GOOD = {"id": "a", "question": "Q?", "answers": ["A"]}
         ([{"id": "b", "question": "Q?", "answers": ["A"], "human_pids": ["p1", "nope"]}], 1, "['nope'] not found"),
         ([{"id": "b", "question": "Q?", "answers": ["A"], "task": "mcq"}], 1, "unknown task 'mcq'"),
         # A claim's label is exactly SUPPORTS or REFUTES (the verdict scoring stops on anything else).
-        ([GOOD, {"id": "c", "question": "Paris is in France.", "answers": ["supports"], "task": "fact"}], 2, "exactly [\"SUPPORTS\"] or [\"REFUTES\"]"),
-        ([{"id": "c", "question": "C.", "answers": ["SUPPORTS", "REFUTES"], "task": "fact"}], 1, "found ['SUPPORTS', 'REFUTES']"),
+        (
+            [GOOD, {"id": "c", "question": "Paris is in France.", "answers": ["supports"], "task": "fact"}],
+            2,
+            'exactly ["SUPPORTS"] or ["REFUTES"]',
+        ),
+        (
+            [{"id": "c", "question": "C.", "answers": ["SUPPORTS", "REFUTES"], "task": "fact"}],
+            1,
+            "found ['SUPPORTS', 'REFUTES']",
+        ),
         ([{"id": "c", "question": "C.", "answers": ["NOT ENOUGH INFO"], "task": "fact"}], 1, "a claim's 'answers'"),
         ([GOOD, "", {"id": "b", "question": "Q?", "answers": ["A"]}, GOOD], 4, "duplicate id 'a' (first on line 1)"),
         ([], None, "no queries"),
@@ -231,7 +239,9 @@ def test_json_error_column_at_line_end(tmp_path):
 
 
 def test_query_ids_differing_by_spaces_are_duplicates(tmp_path):
-    content = _jsonl({"id": "q1", "question": "Q?", "answers": ["A"]}, {"id": " q1 ", "question": "Q?", "answers": ["A"]})
+    content = _jsonl(
+        {"id": "q1", "question": "Q?", "answers": ["A"]}, {"id": " q1 ", "question": "Q?", "answers": ["A"]}
+    )
     with pytest.raises(DataFormatError, match="line 2: duplicate id 'q1' \\(first on line 1\\)"):
         load_queries_jsonl(_write(tmp_path, "q.jsonl", content))
 

@@ -43,7 +43,7 @@ def _rule_blocks() -> dict[str, str]:
             if not name:
                 continue
             indent, body = len(name.group(1)), [line]
-            for following in lines[i + 1:]:
+            for following in lines[i + 1 :]:
                 if following.strip() and len(following) - len(following.lstrip()) <= indent:
                     break
                 body.append(following)
@@ -100,6 +100,9 @@ def test_every_rule_with_jobs_has_an_estimate_but_the_materialization(config):
     for name in rules - {"materialize_model"}:
         for llm in plan.llms:
             calls = rule_calls(plan, name, llm)
-            assert calls and sum(c.per_query for c in calls) > 0 and all(c.prompt_tokens > 0 for c in calls), (name, llm)
+            assert calls and sum(c.per_query for c in calls) > 0 and all(c.prompt_tokens > 0 for c in calls), (
+                name,
+                llm,
+            )
     with pytest.raises(ValueError, match="no runtime estimate"):
         rule_calls(plan, "materialize_model", plan.llms[0])

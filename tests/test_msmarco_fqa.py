@@ -20,12 +20,22 @@ from llm_utility.pipeline import data as jobs
 FACTUAL = ["LOCATION", "NUMERIC", "PERSON", "ENTITY"]
 # QnA v2.1 dev: columns keyed by row; query_id is the passage-ranking qid.
 QNA = {
-    "query": {"0": "where was coldplay formed", "1": "what is a rock band", "2": "how many viewers watched super bowl 50",
-              "3": "who headlined the halftime show", "4": "what county is lima in"},
+    "query": {
+        "0": "where was coldplay formed",
+        "1": "what is a rock band",
+        "2": "how many viewers watched super bowl 50",
+        "3": "who headlined the halftime show",
+        "4": "what county is lima in",
+    },
     "query_id": {"0": 1001, "1": 1002, "2": 1003, "3": 1004, "4": 1005},
     "query_type": {"0": "LOCATION", "1": "DESCRIPTION", "2": "NUMERIC", "3": "PERSON", "4": "LOCATION"},
-    "answers": {"0": ["Coldplay was formed in London, England."], "1": ["A band that plays rock."],
-                "2": ["115.5 million viewers watched it."], "3": ["No Answer Present."], "4": ["Lima is in Allen County."]},
+    "answers": {
+        "0": ["Coldplay was formed in London, England."],
+        "1": ["A band that plays rock."],
+        "2": ["115.5 million viewers watched it."],
+        "3": ["No Answer Present."],
+        "4": ["Lima is in Allen County."],
+    },
     "wellFormedAnswers": {"0": "[]", "1": "[]", "2": "[]", "3": "[]", "4": "[]"},
     "passages": {str(i): [] for i in range(5)},
 }
@@ -43,7 +53,11 @@ def files(tmp_path):
         json.dump(QNA, f)
     archive = tmp_path / "collectionandqueries.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
-        for name, text in (("collection.tsv", COLLECTION), ("queries.dev.small.tsv", QUERIES), ("qrels.dev.small.tsv", QRELS)):
+        for name, text in (
+            ("collection.tsv", COLLECTION),
+            ("queries.dev.small.tsv", QUERIES),
+            ("qrels.dev.small.tsv", QRELS),
+        ):
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -53,7 +67,13 @@ def files(tmp_path):
 
 def _load(qna, archive, **kw):
     return msmarco.load_msmarco_ranking_queries(
-        qna, archive, archive, query_types=FACTUAL, queries_member="queries.dev.small.tsv", qrels_member="qrels.dev.small.tsv", **kw
+        qna,
+        archive,
+        archive,
+        query_types=FACTUAL,
+        queries_member="queries.dev.small.tsv",
+        qrels_member="qrels.dev.small.tsv",
+        **kw,
     )
 
 
@@ -79,11 +99,20 @@ def test_the_ranking_dev_queries_of_the_factual_types_with_their_qrels(files, tm
 
 def test_the_load_queries_job_takes_the_ranking_files_when_configured(files, tmp_path):
     qna, archive = files
-    cfg = {"source": "msmarco-qa", "query_types": FACTUAL, "file": {"path": str(qna)},
-           "ranking_queries": {"path": str(archive), "member": "queries.dev.small.tsv"},
-           "ranking_qrels": {"path": str(archive), "member": "qrels.dev.small.tsv"}}
+    cfg = {
+        "source": "msmarco-qa",
+        "query_types": FACTUAL,
+        "file": {"path": str(qna)},
+        "ranking_queries": {"path": str(archive), "member": "queries.dev.small.tsv"},
+        "ranking_qrels": {"path": str(archive), "member": "qrels.dev.small.tsv"},
+    }
     out = {k: str(tmp_path / f"{k}.out") for k in ("queries_out", "evidence_out", "summary_out")}
-    jobs.load_queries_job(name="msmarco-fqa", cfg=cfg, inputs={"file": str(qna), "ranking_queries": str(archive), "ranking_qrels": str(archive)}, **out)
+    jobs.load_queries_job(
+        name="msmarco-fqa",
+        cfg=cfg,
+        inputs={"file": str(qna), "ranking_queries": str(archive), "ranking_qrels": str(archive)},
+        **out,
+    )
     assert pl.read_parquet(out["queries_out"])["qid"].to_list() == ["1001", "1003", "1005"]
     assert json.loads(open(out["summary_out"]).read())["dropped_queries"]["query type"] == 1
 

@@ -89,7 +89,9 @@ def _envs_by_rule(jobs) -> dict[str, set[str]]:
     envs: dict[str, set[str]] = {}
     for job in jobs:
         spec = job.conda_env_spec
-        envs.setdefault(job.rule.name, set()).add(Path(str(spec.file.get_path_or_uri(secret_free=True))).name if spec else None)
+        envs.setdefault(job.rule.name, set()).add(
+            Path(str(spec.file.get_path_or_uri(secret_free=True))).name if spec else None
+        )
     return envs
 
 
@@ -107,7 +109,12 @@ def test_the_paper_index_is_built_in_faiss_gpu_and_the_demo_s_in_faiss_cpu(paper
     assert envs["retrieve"] == envs["encode_corpus_shard"] == {"encode-flagembedding.yaml"}
     assert "faiss-gpu" in _conda_packages("encode-flagembedding.yaml")
     # What the container image creates for the paper run (containers/Dockerfile says so).
-    assert set().union(*envs.values()) - {None} == {"llm-vllm.yaml", "encode-flagembedding.yaml", "index-gpu.yaml", "base.yaml"}
+    assert set().union(*envs.values()) - {None} == {
+        "llm-vllm.yaml",
+        "encode-flagembedding.yaml",
+        "index-gpu.yaml",
+        "base.yaml",
+    }
     # conda-forge's faiss-gpu solves on a machine without a driver only with CONDA_OVERRIDE_CUDA,
     # which loading the paper workflow filled in.
     assert paper.cuda_override == "12.8"
@@ -137,7 +144,14 @@ def test_downloads_and_materializations_stay_on_the_machine_with_network(paper):
     local = {job.rule.name for job in paper.jobs if job.rule.name in paper.workflow._localrules}
     assert {"download_data", "materialize_model", "materialize_retriever"} <= local
     # ... and nothing that needs a GPU or hours of CPU does.
-    assert not local & {"encode_corpus_shard", "build_index", "retrieve", "answer_candidates", "judge", "prepare_corpus"}
+    assert not local & {
+        "encode_corpus_shard",
+        "build_index",
+        "retrieve",
+        "answer_candidates",
+        "judge",
+        "prepare_corpus",
+    }
 
 
 @pytest.mark.slow
@@ -152,7 +166,11 @@ def test_conda_sees_the_cuda_override_when_snakemake_calls_it(tmp_path):
     env["PATH"] = f"{shim.parent}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
         snakemake_cmd("-n", "--configfile", "config/paper.yaml", "--sdm", "conda"),
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode != 0 and record.is_file(), done.stderr[-2000:]
     assert "CONDA_OVERRIDE_CUDA=12.8" in record.read_text().splitlines()
@@ -169,7 +187,9 @@ def _dry_run_jobs(*args: str) -> list[dict]:
         wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
         if rule and resources:
             values = dict(item.split("=", 1) for item in resources.group(1).split(", "))
-            jobs.append({"rule": rule.group(1), "resources": values, "wildcards": wildcards.group(1) if wildcards else ""})
+            jobs.append(
+                {"rule": rule.group(1), "resources": values, "wildcards": wildcards.group(1) if wildcards else ""}
+            )
     return jobs
 
 
@@ -184,7 +204,14 @@ def _sbatch(job: dict) -> str:
 
     resources = _Resources({k: int(v) if v.isdigit() else v for k, v in job["resources"].items() if v != "<TBD>"})
     fake = SimpleNamespace(resources=resources, threads=1, name=job["rule"])
-    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": job["rule"], "account": "", "partition": "", "workdir": ""}
+    params = {
+        "run_uuid": "u",
+        "slurm_logfile": "log",
+        "comment_str": job["rule"],
+        "account": "",
+        "partition": "",
+        "workdir": "",
+    }
     return get_submit_command(fake, params) + set_gres_string(fake)
 
 
@@ -213,10 +240,14 @@ def test_the_paper_profile_is_the_paper_run_in_one_command():
     # The command as documented, with conda swapped for env-modules (no conda here): the paper DAG.
     launched = _dry_run_jobs("--profile", "profiles/paper", "--sdm", "env-modules")
     assert sorted(j["rule"] for j in launched) == sorted(j["rule"] for j in plain)
-    assert any(j["rule"] == "judge" and "llm=qwen3-32b" in j["wildcards"] and j["resources"]["gpu"] == "2" for j in launched)
+    assert any(
+        j["rule"] == "judge" and "llm=qwen3-32b" in j["wildcards"] and j["resources"]["gpu"] == "2" for j in launched
+    )
     if shutil.which("conda") is None:
         # Without the swap the profile's own deployment method is used: conda, which is missing here.
-        out = subprocess.run(snakemake_cmd("-n", "--profile", "profiles/paper"), cwd=REPO, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            snakemake_cmd("-n", "--profile", "profiles/paper"), cwd=REPO, capture_output=True, text=True, timeout=300
+        )
         assert out.returncode != 0 and "conda" in (out.stdout + out.stderr).lower()
 
 
@@ -239,9 +270,19 @@ def test_the_memory_table_counts_parameters_as_the_models_have_them(family):
     sys.path.insert(0, str(REPO / "benchmarks"))
     from gpu_memory import kv_bytes_per_token, parameters
 
-    shape = {"vocab_size": 320, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "tie_word_embeddings": False}
-    config_class, model_class = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[family]
+    shape = {
+        "vocab_size": 320,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "tie_word_embeddings": False,
+    }
+    config_class, model_class = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[
+        family
+    ]
     model = model_class(config_class(**shape))
     assert parameters({**shape, "qk_norm": family == "qwen3"}) == sum(p.numel() for p in model.parameters())
     # One token's K and V, every layer, in bf16: what a DynamicCache holds for it.

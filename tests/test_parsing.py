@@ -19,6 +19,7 @@ def _status(parsed: bool) -> str:
     """The cases below were written as (value, parsed): without a prompt nothing is an echo."""
     return GENUINE if parsed else UNPARSED
 
+
 # ---------------------------------------------------------------------------------------------------
 # Listwise selection: the forms models really produce (k = 5 unless stated).
 
@@ -224,7 +225,18 @@ _K = st.integers(min_value=0, max_value=25)
 
 # A prompt for the fuzz: random text and format, or the authors' formats over random passages.
 _FORMATS = st.one_of(
-    st.sampled_from(["", "My selection:[[i],[j],...].", "[i]>[j]>...", "Utility judgment: Yes/No.", "[1], [3]", "[2] > [1] > [3]", ":", "[]"]),
+    st.sampled_from(
+        [
+            "",
+            "My selection:[[i],[j],...].",
+            "[i]>[j]>...",
+            "Utility judgment: Yes/No.",
+            "[1], [3]",
+            "[2] > [1] > [3]",
+            ":",
+            "[]",
+        ]
+    ),
     _TEXT,
 )
 _PROMPTS = st.one_of(st.none(), st.builds(JudgmentPrompt, st.lists(_TEXT, max_size=4), _FORMATS))
@@ -268,88 +280,201 @@ def test_fuzz_parse_ranking(output, k, prompt):
 
 # The candidates C of seven demo queries (results/<dataset>/candidates.parquet, top-5, retrieval order).
 DEMO_QUERIES = {
-    'sh-0001': (
-        'In which country is the city of Nanjing?',
+    "sh-0001": (
+        "In which country is the city of Nanjing?",
         [
-            ('Nanjing', 'Nanjing is the tenth-largest city of China. It has a population of 9,314,685 according to GeoNames. Nanjing lies in Eastern Asia, a subregion of Asia, at 32.06° N, 118.78° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.'),
-            ('Shenyang', 'Shenyang is the 16th-largest city of China. GeoNames records a population of 7,050,000 for the city. Shenyang lies in Eastern Asia, a subregion of Asia, at 41.79° N, 123.43° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.'),
-            ('Shenzhen', 'Shenzhen is the third-largest city of China. GeoNames records a population of 17,494,398 for the city. Shenzhen lies in Eastern Asia, a subregion of Asia, at 22.55° N, 114.07° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.'),
-            ('Jiangmen', 'Jiangmen is the 79th-largest city of China. It has a population of 1,795,459 according to GeoNames. Jiangmen lies in Eastern Asia, a subregion of Asia, at 22.58° N, 113.08° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.'),
-            ('Tianjin', 'Tianjin is the sixth-largest city of China. GeoNames records a population of 11,090,314 for the city. Tianjin lies in Eastern Asia, a subregion of Asia, at 39.14° N, 117.18° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.'),
+            (
+                "Nanjing",
+                "Nanjing is the tenth-largest city of China. It has a population of 9,314,685 according to GeoNames. Nanjing lies in Eastern Asia, a subregion of Asia, at 32.06° N, 118.78° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+            ),
+            (
+                "Shenyang",
+                "Shenyang is the 16th-largest city of China. GeoNames records a population of 7,050,000 for the city. Shenyang lies in Eastern Asia, a subregion of Asia, at 41.79° N, 123.43° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+            ),
+            (
+                "Shenzhen",
+                "Shenzhen is the third-largest city of China. GeoNames records a population of 17,494,398 for the city. Shenzhen lies in Eastern Asia, a subregion of Asia, at 22.55° N, 114.07° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+            ),
+            (
+                "Jiangmen",
+                "Jiangmen is the 79th-largest city of China. It has a population of 1,795,459 according to GeoNames. Jiangmen lies in Eastern Asia, a subregion of Asia, at 22.58° N, 113.08° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+            ),
+            (
+                "Tianjin",
+                "Tianjin is the sixth-largest city of China. GeoNames records a population of 11,090,314 for the city. Tianjin lies in Eastern Asia, a subregion of Asia, at 39.14° N, 117.18° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+            ),
         ],
     ),
-    'sh-0002': (
-        'What is the capital of Bhutan?',
+    "sh-0002": (
+        "What is the capital of Bhutan?",
         [
-            ('Bhutan', 'The capital of Bhutan is Thimphu. Bhutan lies in Southern Asia, a subregion of Asia. Thimphu is located at 27.47° N, 89.63° E. The geographic centre of Bhutan is near 27.50° N, 90.50° E. Other countries and territories of Southern Asia include Afghanistan, Bangladesh and India.'),
-            ('Bhutan', 'Bhutan shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.'),
-            ('Bhutan', 'Bhutan has an estimated population of 755,030. It covers a total area of 38,394 square kilometres, which gives a population density of about 20 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 8th by population and 8th by area. The most populous country of Southern Asia is India.'),
-            ('Bhutan', 'The official language of Bhutan is Dzongkha. The demonym for the people of Bhutan is Bhutanese. In its own official language, the name of Bhutan is འབྲུགཡུལ་. Bhutan has about 755,030 inhabitants, less than 0.1% of the population of Southern Asia.'),
-            ('Bhutan', 'Bhutan has 2 official currencies: the Ngultrum (BTN) and the Indian Rupee (INR). Prices, wages and public accounts in the country are expressed in these currencies, and their three-letter ISO 4217 codes are used in banking, trade and foreign-exchange markets. The Indian Rupee is also the official currency of 1 other country or territory. Bhutan is located in Southern Asia.'),
+            (
+                "Bhutan",
+                "The capital of Bhutan is Thimphu. Bhutan lies in Southern Asia, a subregion of Asia. Thimphu is located at 27.47° N, 89.63° E. The geographic centre of Bhutan is near 27.50° N, 90.50° E. Other countries and territories of Southern Asia include Afghanistan, Bangladesh and India.",
+            ),
+            (
+                "Bhutan",
+                "Bhutan shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
+            ),
+            (
+                "Bhutan",
+                "Bhutan has an estimated population of 755,030. It covers a total area of 38,394 square kilometres, which gives a population density of about 20 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 8th by population and 8th by area. The most populous country of Southern Asia is India.",
+            ),
+            (
+                "Bhutan",
+                "The official language of Bhutan is Dzongkha. The demonym for the people of Bhutan is Bhutanese. In its own official language, the name of Bhutan is འབྲུགཡུལ་. Bhutan has about 755,030 inhabitants, less than 0.1% of the population of Southern Asia.",
+            ),
+            (
+                "Bhutan",
+                "Bhutan has 2 official currencies: the Ngultrum (BTN) and the Indian Rupee (INR). Prices, wages and public accounts in the country are expressed in these currencies, and their three-letter ISO 4217 codes are used in banking, trade and foreign-exchange markets. The Indian Rupee is also the official currency of 1 other country or territory. Bhutan is located in Southern Asia.",
+            ),
         ],
     ),
-    'sh-0003': (
-        'Which country or territory has the internet country code top-level domain .cx?',
+    "sh-0003": (
+        "Which country or territory has the internet country code top-level domain .cx?",
         [
-            ('Canada', 'The ISO 3166-1 codes of Canada are CA (alpha-2) and CAN (alpha-3). Its international calling code is +1. The country code top-level domain for Canada on the internet is .ca. Canada spans 6 time zones, from UTC−08:00 to UTC−03:30. These codes identify Canada in international standards, telephony and web addresses.'),
-            ('China', 'The ISO 3166-1 codes of China are CN (alpha-2) and CHN (alpha-3). Its international calling code is +86. The country code top-level domain for China on the internet is .cn. China uses the time zone UTC+08:00. These codes identify China in international standards, telephony and web addresses.'),
-            ('Christmas Island', 'The ISO 3166-1 codes of Christmas Island are CX (alpha-2) and CXR (alpha-3). Its international calling code is +61. The country code top-level domain for Christmas Island on the internet is .cx. These codes identify Christmas Island in international standards, telephony and web addresses.'),
-            ('Seychelles', 'The ISO 3166-1 codes of the Seychelles are SC (alpha-2) and SYC (alpha-3). Its international calling code is +248. The country code top-level domain for the Seychelles on the internet is .sc. The Seychelles uses the time zone UTC+04:00. These codes identify the Seychelles in international standards, telephony and web addresses.'),
-            ('United Kingdom', 'The ISO 3166-1 codes of the United Kingdom are GB (alpha-2) and GBR (alpha-3). Its international calling code is +44. The country code top-level domain for the United Kingdom on the internet is .uk. The United Kingdom spans 9 time zones, from UTC−08:00 to UTC+06:00. These codes identify the United Kingdom in international standards, telephony and web addresses.'),
+            (
+                "Canada",
+                "The ISO 3166-1 codes of Canada are CA (alpha-2) and CAN (alpha-3). Its international calling code is +1. The country code top-level domain for Canada on the internet is .ca. Canada spans 6 time zones, from UTC−08:00 to UTC−03:30. These codes identify Canada in international standards, telephony and web addresses.",
+            ),
+            (
+                "China",
+                "The ISO 3166-1 codes of China are CN (alpha-2) and CHN (alpha-3). Its international calling code is +86. The country code top-level domain for China on the internet is .cn. China uses the time zone UTC+08:00. These codes identify China in international standards, telephony and web addresses.",
+            ),
+            (
+                "Christmas Island",
+                "The ISO 3166-1 codes of Christmas Island are CX (alpha-2) and CXR (alpha-3). Its international calling code is +61. The country code top-level domain for Christmas Island on the internet is .cx. These codes identify Christmas Island in international standards, telephony and web addresses.",
+            ),
+            (
+                "Seychelles",
+                "The ISO 3166-1 codes of the Seychelles are SC (alpha-2) and SYC (alpha-3). Its international calling code is +248. The country code top-level domain for the Seychelles on the internet is .sc. The Seychelles uses the time zone UTC+04:00. These codes identify the Seychelles in international standards, telephony and web addresses.",
+            ),
+            (
+                "United Kingdom",
+                "The ISO 3166-1 codes of the United Kingdom are GB (alpha-2) and GBR (alpha-3). Its international calling code is +44. The country code top-level domain for the United Kingdom on the internet is .uk. The United Kingdom spans 9 time zones, from UTC−08:00 to UTC+06:00. These codes identify the United Kingdom in international standards, telephony and web addresses.",
+            ),
         ],
     ),
-    'th-0001': (
-        'What is the demonym for people from the country whose capital is Kathmandu?',
+    "th-0001": (
+        "What is the demonym for people from the country whose capital is Kathmandu?",
         [
-            ('Nepal', 'The official language of Nepal is Nepali. The demonym for the people of Nepal is Nepalese. In its own official language, the name of Nepal is नेपाल. Nepal has about 27,646,053 inhabitants, 1.6% of the population of Southern Asia.'),
-            ('Nepal', 'The capital of Nepal is Kathmandu. Nepal lies in Southern Asia, a subregion of Asia. Kathmandu is located at 27.71° N, 85.32° E. The geographic centre of Nepal is near 28.00° N, 84.00° E. Other countries and territories of Southern Asia include Afghanistan, Iran and Sri Lanka.'),
-            ('Nepal', 'The population of Nepal is estimated at 27,646,053 people. It covers a total area of 147,181 square kilometres, which gives a population density of about 188 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 5th by population and 6th by area. The most populous country of Southern Asia is India.'),
-            ('Nepal', 'Nepal shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.'),
-            ('Nepal', 'The official currency of Nepal is the Nepalese Rupee (NPR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Nepal is located in Southern Asia.'),
+            (
+                "Nepal",
+                "The official language of Nepal is Nepali. The demonym for the people of Nepal is Nepalese. In its own official language, the name of Nepal is नेपाल. Nepal has about 27,646,053 inhabitants, 1.6% of the population of Southern Asia.",
+            ),
+            (
+                "Nepal",
+                "The capital of Nepal is Kathmandu. Nepal lies in Southern Asia, a subregion of Asia. Kathmandu is located at 27.71° N, 85.32° E. The geographic centre of Nepal is near 28.00° N, 84.00° E. Other countries and territories of Southern Asia include Afghanistan, Iran and Sri Lanka.",
+            ),
+            (
+                "Nepal",
+                "The population of Nepal is estimated at 27,646,053 people. It covers a total area of 147,181 square kilometres, which gives a population density of about 188 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 5th by population and 6th by area. The most populous country of Southern Asia is India.",
+            ),
+            (
+                "Nepal",
+                "Nepal shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
+            ),
+            (
+                "Nepal",
+                "The official currency of Nepal is the Nepalese Rupee (NPR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Nepal is located in Southern Asia.",
+            ),
         ],
     ),
-    'th-0002': (
-        'What is the demonym for people from the country whose capital is Doha?',
+    "th-0002": (
+        "What is the demonym for people from the country whose capital is Doha?",
         [
-            ('Qatar', 'Doha is the capital of Qatar. Qatar lies in Western Asia, a subregion of Asia. Doha is located at 25.29° N, 51.53° E. The geographic centre of Qatar is near 25.50° N, 51.25° E. Other countries and territories of Western Asia include Armenia, Bahrain and Kuwait.'),
-            ('Qatar', 'The official language of Qatar is Arabic. The demonym for the people of Qatar is Qatari. Arabic is also an official language in 24 other countries and territories. In its own official language, the name of Qatar is قطر. Qatar has about 2,269,672 inhabitants, 0.9% of the population of Western Asia.'),
-            ('Qatar', 'Qatar has an estimated population of 2,269,672. It covers a total area of 11,586 square kilometres, which gives a population density of about 196 inhabitants per square kilometre. Among the 18 countries and territories of Western Asia, it ranks 16th by population and 14th by area. The most populous country of Western Asia is Turkey.'),
-            ('Qatar', 'Qatar shares a land border with one country or territory, Saudi Arabia. It lies in Western Asia, a subregion of Asia. Its only neighbour Saudi Arabia has about 30,770,375 inhabitants. All of its neighbours are also in Western Asia.'),
-            ('Qatar', 'The official currency of Qatar is the Qatari Rial (QAR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Qatar is located in Western Asia.'),
+            (
+                "Qatar",
+                "Doha is the capital of Qatar. Qatar lies in Western Asia, a subregion of Asia. Doha is located at 25.29° N, 51.53° E. The geographic centre of Qatar is near 25.50° N, 51.25° E. Other countries and territories of Western Asia include Armenia, Bahrain and Kuwait.",
+            ),
+            (
+                "Qatar",
+                "The official language of Qatar is Arabic. The demonym for the people of Qatar is Qatari. Arabic is also an official language in 24 other countries and territories. In its own official language, the name of Qatar is قطر. Qatar has about 2,269,672 inhabitants, 0.9% of the population of Western Asia.",
+            ),
+            (
+                "Qatar",
+                "Qatar has an estimated population of 2,269,672. It covers a total area of 11,586 square kilometres, which gives a population density of about 196 inhabitants per square kilometre. Among the 18 countries and territories of Western Asia, it ranks 16th by population and 14th by area. The most populous country of Western Asia is Turkey.",
+            ),
+            (
+                "Qatar",
+                "Qatar shares a land border with one country or territory, Saudi Arabia. It lies in Western Asia, a subregion of Asia. Its only neighbour Saudi Arabia has about 30,770,375 inhabitants. All of its neighbours are also in Western Asia.",
+            ),
+            (
+                "Qatar",
+                "The official currency of Qatar is the Qatari Rial (QAR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Qatar is located in Western Asia.",
+            ),
         ],
     ),
-    'th-0003': (
-        'Which country shares a land border with both Panama and Peru?',
+    "th-0003": (
+        "Which country shares a land border with both Panama and Peru?",
         [
-            ('Peru', 'Peru shares land borders with 5 countries and territories: Bolivia, Brazil, Chile, Colombia and Ecuador. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
-            ('Panama', 'Panama shares land borders with 2 countries and territories: Colombia and Costa Rica. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Colombia, with about 47,907,800 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
-            ('Uruguay', 'Uruguay shares land borders with 2 countries and territories: Argentina and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
-            ('Paraguay', 'Paraguay shares land borders with 3 countries and territories: Argentina, Bolivia and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
-            ('Bolivia', 'Bolivia shares land borders with 5 countries and territories: Argentina, Brazil, Chile, Paraguay and Peru. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.'),
+            (
+                "Peru",
+                "Peru shares land borders with 5 countries and territories: Bolivia, Brazil, Chile, Colombia and Ecuador. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+            ),
+            (
+                "Panama",
+                "Panama shares land borders with 2 countries and territories: Colombia and Costa Rica. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Colombia, with about 47,907,800 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+            ),
+            (
+                "Uruguay",
+                "Uruguay shares land borders with 2 countries and territories: Argentina and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+            ),
+            (
+                "Paraguay",
+                "Paraguay shares land borders with 3 countries and territories: Argentina, Bolivia and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+            ),
+            (
+                "Bolivia",
+                "Bolivia shares land borders with 5 countries and territories: Argentina, Brazil, Chile, Paraguay and Peru. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+            ),
         ],
     ),
-    'cl-0002': (
-        'The official currency of Thailand is the Baht.',
+    "cl-0002": (
+        "The official currency of Thailand is the Baht.",
         [
-            ('Thailand', 'Thailand uses the Baht (THB) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Thailand is located in South-eastern Asia.'),
-            ('Thailand', 'The official language of Thailand is Thai. The demonym for the people of Thailand is Thai. In its own official language, the name of Thailand is ประเทศไทย. Thailand has about 64,871,000 inhabitants, 10.5% of the population of South-eastern Asia.'),
-            ('Laos', 'Laos uses the Lao Kip (LAK) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Laos is located in South-eastern Asia.'),
-            ('Cambodia', 'Cambodia uses the Riel (KHR) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Cambodia is located in South-eastern Asia.'),
-            ('Pakistan', 'The official currency of Pakistan is the Pakistan Rupee (PKR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Pakistan is located in Southern Asia.'),
+            (
+                "Thailand",
+                "Thailand uses the Baht (THB) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Thailand is located in South-eastern Asia.",
+            ),
+            (
+                "Thailand",
+                "The official language of Thailand is Thai. The demonym for the people of Thailand is Thai. In its own official language, the name of Thailand is ประเทศไทย. Thailand has about 64,871,000 inhabitants, 10.5% of the population of South-eastern Asia.",
+            ),
+            (
+                "Laos",
+                "Laos uses the Lao Kip (LAK) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Laos is located in South-eastern Asia.",
+            ),
+            (
+                "Cambodia",
+                "Cambodia uses the Riel (KHR) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Cambodia is located in South-eastern Asia.",
+            ),
+            (
+                "Pakistan",
+                "The official currency of Pakistan is the Pakistan Rupee (PKR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Pakistan is located in Southern Asia.",
+            ),
         ],
     ),
 }
 # The demo models' top-k answers (the pseudo-answers of listwise_pa), int8 run of 2026-12-02.
 PSEUDO_ANSWERS = {
     "smollm2-135m": {
-        "sh-0001": "Shenzhen", "sh-0002": "Bhutan is the capital of Bhutan.",
+        "sh-0001": "Shenzhen",
+        "sh-0002": "Bhutan is the capital of Bhutan.",
         "sh-0003": "The United Kingdom has the internet country code top-level domain .uk.",
-        "th-0001": "Nepal", "th-0002": "The demonym for people from Qatar is Qatari.", "th-0003": "Peru",
+        "th-0001": "Nepal",
+        "th-0002": "The demonym for people from Qatar is Qatari.",
+        "th-0003": "Peru",
         "cl-0002": "The official currency of Thailand is the Baht.",
     },
     "gemma3-270m": {
-        "sh-0001": "Nanjing is the 16th-largest city of China.", "sh-0002": "Thimphu", "sh-0003": "Canada",
-        "th-0001": "Nepal", "th-0002": "Qatar", "th-0003": "Panama", "cl-0002": "The official currency of Thailand is the Baht.",
+        "sh-0001": "Nanjing is the 16th-largest city of China.",
+        "sh-0002": "Thimphu",
+        "sh-0003": "Canada",
+        "th-0001": "Nepal",
+        "th-0002": "Qatar",
+        "th-0003": "Panama",
+        "cl-0002": "The official currency of Thailand is the Baht.",
     },
 }
 # The judgment wording before the authors' formats: a concrete example ("[1], [3]") and "None".
@@ -418,11 +543,29 @@ REAL_ECHOES = [
     ("smollm2-135m", "listwise_pa", "sh-0003", "[1] Canada The ISO 3166-1 codes of Canada", [1]),
     ("smollm2-135m", "listwise_pa", "sh-0002", "You can select the passages that have utility", []),
     # the int8 demo: the instruction with the example, parsed as [1], [3]; the pseudo-answer line; the definition
-    ("smollm2-135m", "listwise_pa", "th-0001", "A passage has utility for you only if it helps you answer the question. "
-     "Output only its identifiers, for example: [1], [3]. If no passage has utility, output: None.", [1, 3]),
+    (
+        "smollm2-135m",
+        "listwise_pa",
+        "th-0001",
+        "A passage has utility for you only if it helps you answer the question. "
+        "Output only its identifiers, for example: [1], [3]. If no passage has utility, output: None.",
+        [1, 3],
+    ),
     ("smollm2-135m", "listwise_pa", "th-0002", "The demonym for people from Qatar is Qatari.", []),
-    ("smollm2-135m", "listwise_pa_reject", "th-0001", "A passage has utility for you if it is a passage that has utility for you.", []),
-    ("smollm2-135m", "listwise_pa", "cl-0002", "1. The official currency of Thailand is the Baht.", []),  # the claim again
+    (
+        "smollm2-135m",
+        "listwise_pa_reject",
+        "th-0001",
+        "A passage has utility for you if it is a passage that has utility for you.",
+        [],
+    ),
+    (
+        "smollm2-135m",
+        "listwise_pa",
+        "cl-0002",
+        "1. The official currency of Thailand is the Baht.",
+        [],
+    ),  # the claim again
     # passage 1's header, its id and title, cut at the newline that stops SmolLM2's answers
     ("smollm2-135m", "listwise_pa", "th-0003", "[1] Peru", [1]),
     ("smollm2-135m", "listwise_pa_reject", "sh-0001", "[1] Nanjing", [1]),
@@ -439,10 +582,19 @@ def test_the_demos_real_echoes_are_never_judgments(llm, method, qid, output, bef
 
 def test_the_demos_real_outputs_that_are_no_echo():
     # Gemma answering the completion cue with words of its own: unparsed, not an echo.
-    assert parse_selection("Select one:", 5, _demo_prompt(OLD_WORDING, "sh-0001", "gemma3-270m", cue=True)) == ([], UNPARSED)
+    assert parse_selection("Select one:", 5, _demo_prompt(OLD_WORDING, "sh-0001", "gemma3-270m", cue=True)) == (
+        [],
+        UNPARSED,
+    )
     # The instruction's words around an id of the model's own.
-    assert parse_selection("The utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "sh-0002", method="listwise_pa_reject")) == ([1], GENUINE)
-    assert parse_selection("The passage that has utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "cl-0002", method="listwise_pa_reject")) == ([1], GENUINE)
+    assert parse_selection(
+        "The utility for you is [1].", 5, _demo_prompt(OLD_WORDING, "sh-0002", method="listwise_pa_reject")
+    ) == ([1], GENUINE)
+    assert parse_selection(
+        "The passage that has utility for you is [1].",
+        5,
+        _demo_prompt(OLD_WORDING, "cl-0002", method="listwise_pa_reject"),
+    ) == ([1], GENUINE)
 
 
 def test_a_real_pointwise_echo_of_the_pseudo_answer():
@@ -452,14 +604,27 @@ def test_a_real_pointwise_echo_of_the_pseudo_answer():
     from llm_utility.method.judgments import SELECTION_METHODS, pointwise_prompt
     from llm_utility.method.prompts import Passage
 
-    karachi = Passage("city-1174872", "Karachi", "Karachi is the second-largest city of Pakistan. GeoNames records a population of 11,624,219 for "
-                      "the city. Karachi lies in Southern Asia, a subregion of Asia, at 24.86° N, 67.01° E. Local time follows the Asia/Karachi "
-                      "time zone. GeoNames lists 370 places in Pakistan with at least 15,000 inhabitants.")
-    text = pointwise_prompt(OLD_WORDING, SELECTION_METHODS["pointwise_pa"], "People from Pakistan are called Pakistani.", karachi, "Yes, Pakistan is a country.")
+    karachi = Passage(
+        "city-1174872",
+        "Karachi",
+        "Karachi is the second-largest city of Pakistan. GeoNames records a population of 11,624,219 for "
+        "the city. Karachi lies in Southern Asia, a subregion of Asia, at 24.86° N, 67.01° E. Local time follows the Asia/Karachi "
+        "time zone. GeoNames lists 370 places in Pakistan with at least 15,000 inhabitants.",
+    )
+    text = pointwise_prompt(
+        OLD_WORDING,
+        SELECTION_METHODS["pointwise_pa"],
+        "People from Pakistan are called Pakistani.",
+        karachi,
+        "Yes, Pakistan is a country.",
+    )
     prompt = JudgmentPrompt([text, OLD_WORDING["judgment"]["completion_cue"]["pointwise"]], "Yes or No")
     assert parse_yes_no("Yes, Pakistan is") == (True, GENUINE)
     assert parse_yes_no("Yes, Pakistan is", prompt) == (False, ECHO)
-    assert parse_yes_no("Yes.", prompt) == (True, GENUINE) and parse_yes_no("Yes, the passage", prompt) == (True, GENUINE)
+    assert parse_yes_no("Yes.", prompt) == (True, GENUINE) and parse_yes_no("Yes, the passage", prompt) == (
+        True,
+        GENUINE,
+    )
 
 
 def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example():
@@ -475,8 +640,14 @@ def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example(
     for output in ("My selection:[[1],[3]].", "[1], [3]", "My selection: [1], [3]"):
         assert parse_selection(output, 5, new) == ([1, 3], GENUINE), output
     # The old ranking example is lost the same way; the authors' ranking format holds none.
-    assert parse_ranking("[2] > [1] > [3]", 5, _demo_prompt(OLD_WORDING, "sh-0002", rank=True)) == ([1, 2, 3, 4, 5], ECHO)
-    assert parse_ranking("[2]>[1]>[3]", 5, _demo_prompt(_current_wording(), "sh-0002", rank=True)) == ([2, 1, 3, 4, 5], GENUINE)
+    assert parse_ranking("[2] > [1] > [3]", 5, _demo_prompt(OLD_WORDING, "sh-0002", rank=True)) == (
+        [1, 2, 3, 4, 5],
+        ECHO,
+    )
+    assert parse_ranking("[2]>[1]>[3]", 5, _demo_prompt(_current_wording(), "sh-0002", rank=True)) == (
+        [2, 1, 3, 4, 5],
+        GENUINE,
+    )
 
 
 @pytest.mark.parametrize(
@@ -490,7 +661,10 @@ def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example(
         ("Received passage [2]. Received passage [4].", ([], ECHO)),
         ("Okay, please provide the passages.", ([], ECHO)),
         ("I will give you 5 passages, each with a numerical identifier [].", ([], ECHO)),
-        ("Directly output the passages you selected that have utility for yourself in answering the question.", ([], ECHO)),
+        (
+            "Directly output the passages you selected that have utility for yourself in answering the question.",
+            ([], ECHO),
+        ),
         ("[3] Bhutan Bhutan has an estimated population of 755,030.", ([], ECHO)),
         # ids are read after the marker's last occurrence with text after it
         ("I think [2] matters. My selection:[[4]]", ([4], GENUINE)),
@@ -510,7 +684,10 @@ def test_a_selection_that_equals_the_example_is_lost_only_to_a_concrete_example(
         # an empty selection of the model's own, and one inside copied text
         ("My selection:[]", ([], GENUINE)),
         ("None of the passages have utility for me.", ([], GENUINE)),
-        ("If you can answer the question without the passages, all the passages do not have utility for you.", ([], ECHO)),
+        (
+            "If you can answer the question without the passages, all the passages do not have utility for you.",
+            ([], ECHO),
+        ),
         # no judgment and little copied: unparsed
         ("Thimphu", ([], UNPARSED)),
         ("", ([], UNPARSED)),
@@ -542,10 +719,14 @@ def test_pointwise_echoes():
     assert parse_yes_no(" No", prompt) == (False, GENUINE)  # a completion model after the cue
     assert parse_yes_no("Utility judgment: Yes/No.", prompt) == (False, ECHO)
     assert parse_yes_no("Yes or No", prompt) == (False, ECHO)
-    assert parse_yes_no("Directly output your response. The format of the output is: 'Utility judgment: Yes/No.'", prompt) == (False, ECHO)
+    assert parse_yes_no(
+        "Directly output your response. The format of the output is: 'Utility judgment: Yes/No.'", prompt
+    ) == (False, ECHO)
     # A word copied with the passage does not decide: "no" here is the passage's (it has none), so
     # the copy of the question and passage is an echo.
-    assert parse_yes_no("Question: What is the capital of Bhutan? Passage: Bhutan The capital of Bhutan is Thimphu.", prompt) == (False, ECHO)
+    assert parse_yes_no(
+        "Question: What is the capital of Bhutan? Passage: Bhutan The capital of Bhutan is Thimphu.", prompt
+    ) == (False, ECHO)
     assert parse_yes_no("Maybe", prompt) == (False, UNPARSED)
     # Without a prompt the choice is unparsed, as it always was.
     assert parse_yes_no("Utility judgment: Yes/No.") == (False, UNPARSED)

@@ -76,7 +76,11 @@ def test_a_part_s_folder_in_paths_and_wildcards():
     with pytest.raises(ValueError, match="not a part folder"):
         part_of_dir("2-of-4")
     # As the plan lists jobs: the part by its name, nothing for the whole dataset.
-    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": "parts/1-of-2/"}) == {"dataset": "nq", "llm": "q", "part": "1-of-2"}
+    assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": "parts/1-of-2/"}) == {
+        "dataset": "nq",
+        "llm": "q",
+        "part": "1-of-2",
+    }
     assert job_wildcards({"dataset": "nq", "llm": "q", "part_dir": ""}) == {"dataset": "nq", "llm": "q"}
 
 
@@ -84,17 +88,24 @@ def test_a_config_s_parts_and_part_jobs():
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-twohop"]["shards"] = 3
     plan = model_plan(cfg)
-    assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.unsharded_datasets("judge") == ["wf-single", "wf-claims"]
+    assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.unsharded_datasets("judge") == [
+        "wf-single",
+        "wf-claims",
+    ]
     assert plan.parts("wf-twohop", "judge") == ["1-of-3", "2-of-3", "3-of-3"] and plan.parts("wf-single", "judge") == []
     unsharded = model_jobs(model_plan(_config("config.yaml")))
     jobs = model_jobs(plan)
     # Every job of the sharded dataset three times, one per part; the others as they were.
     twohop = [(r, wc) for r, wc in unsharded if wc.get("dataset") == "wf-twohop"]
     assert len(jobs) == len(unsharded) + 2 * len(twohop)
-    assert [(r, wc) for r, wc in jobs if "part" not in wc] == [(r, wc) for r, wc in unsharded if wc.get("dataset") != "wf-twohop"]
+    assert [(r, wc) for r, wc in jobs if "part" not in wc] == [
+        (r, wc) for r, wc in unsharded if wc.get("dataset") != "wf-twohop"
+    ]
     assert ("judge", {"dataset": "wf-twohop", "llm": "smollm2-135m", "part": "2-of-3"}) in jobs
     # The scheduling keys never reach a job's params (setting them reruns nothing).
-    assert "shards" not in plan.data.dataset_spec("wf-twohop") and "prefill_tokens_per_s" not in plan.llm_spec("smollm2-135m")
+    assert "shards" not in plan.data.dataset_spec("wf-twohop") and "prefill_tokens_per_s" not in plan.llm_spec(
+        "smollm2-135m"
+    )
 
 
 def test_shards_per_rule():
@@ -107,13 +118,16 @@ def test_shards_per_rule():
     assert plan.sharded_datasets("judge") == ["wf-twohop"] and plan.sharded_datasets("answer_run") == []
     assert plan.sharded_datasets("answer_gold") == ["wf-single", "wf-twohop"]
     assert plan.unsharded_datasets("answer_gold") == ["wf-claims"]
-    assert all_parts(plan) == sorted({"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"})
+    assert all_parts(plan) == sorted(
+        {"1-of-2", "2-of-2", "1-of-3", "2-of-3", "3-of-3", "1-of-4", "2-of-4", "3-of-4", "4-of-4"}
+    )
     base = model_jobs(model_plan(_config("config.yaml")))
     jobs = model_jobs(plan)
 
     def count(rule, dataset):
         return sum(1 for r, wc in jobs if r == rule and wc["dataset"] == dataset), sum(
-            1 for r, wc in base if r == rule and wc["dataset"] == dataset)
+            1 for r, wc in base if r == rule and wc["dataset"] == dataset
+        )
 
     # Each (rule, dataset)'s jobs: its own count of parts per job of the unsharded plan.
     assert count("judge", "wf-twohop") == (4 * 2, 2) and count("answer_run", "wf-twohop") == (2, 2)
@@ -131,13 +145,22 @@ def test_shards_per_rule():
     assert model_jobs(model_plan(cfg)) == model_jobs(model_plan(other))
 
 
-@pytest.mark.parametrize("shards, message", [
-    ({"default": 2, "judge_thinkng": 3}, r"datasets\.wf-single\.shards\.judge_thinkng: not a model rule that can be sharded"),
-    ({"judge_part": 2}, r"datasets\.wf-single\.shards\.judge_part: not a model rule"),
-    ({"judge": 11}, r"datasets\.wf-single\.shards\.judge is 11, more than the dataset's 10 queries"),
-    ({"default": 11, "judge": 2}, r"datasets\.wf-single\.shards\.default is 11, more than the dataset's 10 queries"),
-    (11, r"datasets\.wf-single\.shards is 11, more than the dataset's 10 queries"),
-])
+@pytest.mark.parametrize(
+    "shards, message",
+    [
+        (
+            {"default": 2, "judge_thinkng": 3},
+            r"datasets\.wf-single\.shards\.judge_thinkng: not a model rule that can be sharded",
+        ),
+        ({"judge_part": 2}, r"datasets\.wf-single\.shards\.judge_part: not a model rule"),
+        ({"judge": 11}, r"datasets\.wf-single\.shards\.judge is 11, more than the dataset's 10 queries"),
+        (
+            {"default": 11, "judge": 2},
+            r"datasets\.wf-single\.shards\.default is 11, more than the dataset's 10 queries",
+        ),
+        (11, r"datasets\.wf-single\.shards is 11, more than the dataset's 10 queries"),
+    ],
+)
 def test_bad_shards_are_config_errors_naming_the_key(shards, message):
     cfg = _config("config.yaml")
     cfg["datasets"]["wf-single"]["shards"] = shards
@@ -159,9 +182,14 @@ def test_the_model_rules_that_run_in_query_parts():
     registers its files (rules/parts.smk: `model_rule_files`, which refuses a rule missing from the
     table)."""
     schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
-    description = " ".join(schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"].split())
+    description = " ".join(
+        schema["properties"]["datasets"]["additionalProperties"]["properties"]["shards"]["description"].split()
+    )
     assert "llm_utility.workflow.model_rules" in description
-    assert set(MODEL_RULE_NAMES) - set(QUERY_PART_RULES) == {"materialize_model"} and "but materialize_model" in description
+    assert (
+        set(MODEL_RULE_NAMES) - set(QUERY_PART_RULES) == {"materialize_model"}
+        and "but materialize_model" in description
+    )
     registered = set()
     for path in (REPO / "rules").glob("*.smk"):
         registered |= set(re.findall(r'model_rule_files\(\s*"(\w+)"', path.read_text()))
@@ -178,7 +206,12 @@ def test_more_shards_than_known_queries_is_a_config_error():
 def test_expected_queries():
     plan = model_plan(_config("paper.yaml"))
     assert {d: plan.data.expected_queries(d) for d in plan.datasets} == {
-        "nq": 2837, "triviaqa": 5359, "hotpotqa": 5600, "2wikiqa": 12576, "msmarco-fqa": 3199, "fever": 10245,
+        "nq": 2837,
+        "triviaqa": 5359,
+        "hotpotqa": 5600,
+        "2wikiqa": 12576,
+        "msmarco-fqa": 3199,
+        "fever": 10245,
     }
     cfg = _config("paper.yaml")
     cfg["datasets"]["nq"]["limit"] = 200
@@ -197,11 +230,23 @@ def _tiny_paper() -> dict:
     cfg["datasets"] = {"nq": cfg["datasets"]["nq"]}
     cfg["llms"] = {"qwen3-8b": {**cfg["llms"]["qwen3-8b"], "prefill_tokens_per_s": 1000, "decode_tokens_per_s": 100}}
     cfg["top_k"] = 4
-    cfg["judgments"] = {"methods": ["pointwise_pa", "listwise"], "rag_methods": ["pointwise_pa"], "thinking_datasets": None}
+    cfg["judgments"] = {
+        "methods": ["pointwise_pa", "listwise"],
+        "rag_methods": ["pointwise_pa"],
+        "thinking_datasets": None,
+    }
     cfg["rankings"] = {"methods": ["retriever", "likelihood"], "rag_methods": ["likelihood"]}
     cfg["reask"] = {"enabled": False}
     cfg["runs"] = {"retrievers": ["bge-m3"]}
-    cfg["resources"] = {"estimate": {"passage_tokens": 100, "human_passages": 1, "gold_passages": 2, "answer_tokens": 10, "startup_minutes": 5}}
+    cfg["resources"] = {
+        "estimate": {
+            "passage_tokens": 100,
+            "human_passages": 1,
+            "gold_passages": 2,
+            "answer_tokens": 10,
+            "startup_minutes": 5,
+        }
+    }
     validate(cfg, str(REPO / "config" / "schema.yaml"))
     check_config(cfg)
     return cfg
@@ -236,7 +281,11 @@ def test_expected_seconds_by_hand():
     cfg = _tiny_paper()
     cfg["resources"]["runtime_margin"] = 3
     assert estimates.shards_needed(model_plan(cfg), "nq") == 3
-    assert estimates.longest_job(model_plan(cfg), "nq", 3) == (pytest.approx(300 + 946 * 7.902), "answer_candidates", "qwen3-8b")
+    assert estimates.longest_job(model_plan(cfg), "nq", 3) == (
+        pytest.approx(300 + 946 * 7.902),
+        "answer_candidates",
+        "qwen3-8b",
+    )
     # The judge job's 12,428 s x 3 is 621 minutes: the runtime asked stops at the limit, 480.
     assert estimates.runtime_minutes(model_plan(cfg), "judge", {"dataset": "nq", "llm": "qwen3-8b"}) == 480
 
@@ -298,8 +347,10 @@ def test_a_part_jobs_queries_come_from_its_wildcards_and_the_queries_table(tmp_p
     def job(part, shards):
         wildcards = {"dataset": "d", "part_dir": part_dir(part)}
         return SimpleNamespace(
-            input=SimpleNamespace(queries=str(queries)), rule="judge",
-            wildcards=SimpleNamespace(dataset="d", get=wildcards.get), config={"datasets": {"d": {"shards": shards}}},
+            input=SimpleNamespace(queries=str(queries)),
+            rule="judge",
+            wildcards=SimpleNamespace(dataset="d", get=wildcards.get),
+            config={"datasets": {"d": {"shards": shards}}},
         )
 
     assert job_part_queries(job(None, None)) is None  # an unsharded job: every query

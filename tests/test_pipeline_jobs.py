@@ -48,7 +48,16 @@ PASSAGES = pl.DataFrame(
     orient="row",
 )
 RUN = pl.DataFrame(
-    [(q, p, r, 1.0 / r) for q, ps in {"q1": ["p3", "p1", "p4"], "q2": ["p2", "p4", "p1"], "q3": ["p1", "p3", "p4"], "q4": ["p4", "p3", "p2"]}.items() for r, p in enumerate(ps, 1)],
+    [
+        (q, p, r, 1.0 / r)
+        for q, ps in {
+            "q1": ["p3", "p1", "p4"],
+            "q2": ["p2", "p4", "p1"],
+            "q3": ["p1", "p3", "p4"],
+            "q4": ["p4", "p3", "p2"],
+        }.items()
+        for r, p in enumerate(ps, 1)
+    ],
     schema={"qid": pl.String, "pid": pl.String, "rank": pl.Int32, "score": pl.Float32},
     orient="row",
 )
@@ -87,15 +96,32 @@ def run(tmp_path_factory):
         return cls(data, spec)
 
     mp.setattr(generation, "load_generator", load)
-    paths = {"tmp": tmp, "queries": tmp / "queries.parquet", "passages": tmp / "passages.parquet", "run": tmp / "run.parquet"}
+    paths = {
+        "tmp": tmp,
+        "queries": tmp / "queries.parquet",
+        "passages": tmp / "passages.parquet",
+        "run": tmp / "run.parquet",
+    }
     QUERIES.write_parquet(paths["queries"])
     PASSAGES.write_parquet(paths["passages"])
     RUN.write_parquet(paths["run"])
     prompts = str(REPO / "config" / "prompts.yaml")
-    spec = with_defaults("llms", {"backend": "transformers", "weights": {"path": str(model_dir)}, "prompt_format": "chat", "stop": ["\n"], "max_new_tokens": 16, "batch_size": 3})
+    spec = with_defaults(
+        "llms",
+        {
+            "backend": "transformers",
+            "weights": {"path": str(model_dir)},
+            "prompt_format": "chat",
+            "stop": ["\n"],
+            "max_new_tokens": 16,
+            "batch_size": 3,
+        },
+    )
     rank_cfg = with_defaults("rankings", {})
     cands = tmp / "candidates.parquet"
-    pipeline.candidates_job(queries=paths["queries"], run=paths["run"], passages=paths["passages"], top_k=3, output=cands)
+    pipeline.candidates_job(
+        queries=paths["queries"], run=paths["run"], passages=paths["passages"], top_k=3, output=cands
+    )
     paths["candidates"] = cands
 
     def ans(llm, context):
@@ -111,41 +137,83 @@ def run(tmp_path_factory):
     for llm in LLMS:
         c = common(llm)
         stats[llm] = pipeline.answer_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables={},
+            dataset=DATASET,
+            queries=paths["queries"],
+            candidates=cands,
+            prompts=prompts,
+            tables={},
             outputs={ctx: ans(llm, ctx) for ctx in ("none", "single", "topk", "union", "human")},
-            job="answer_candidates", **c,
+            job="answer_candidates",
+            **c,
         )
         pipeline.gold_job(
-            candidates=cands, none=ans(llm, "none"), single=ans(llm, "single"),
+            candidates=cands,
+            none=ans(llm, "none"),
+            single=ans(llm, "single"),
             outputs={k: str(tmp / llm / f"{k}.parquet") for k in ("gold_C", "gold_U", "known")},
         )
     for llm in LLMS:
         for cand in "CU":
             tables = {f"gold_{cand}_from_{s}": str(tmp / s / f"gold_{cand}.parquet") for s in LLMS}
             pipeline.answer_job(
-                dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables=tables,
-                outputs={ctx: ans(llm, ctx) for ctx in tables}, job=f"answer_gold_{cand}", **common(llm),
+                dataset=DATASET,
+                queries=paths["queries"],
+                candidates=cands,
+                prompts=prompts,
+                tables=tables,
+                outputs={ctx: ans(llm, ctx) for ctx in tables},
+                job=f"answer_gold_{cand}",
+                **common(llm),
             )
         methods = ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")
-        rankings = {m: str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("retriever", "listwise", "listwise_pa", "likelihood", "attention")}
-        pipeline.rank_retriever_job(queries=paths["queries"], candidates=cands, max_queries=3, output=rankings["retriever"])
+        rankings = {
+            m: str(tmp / llm / "rankings" / f"{m}.parquet")
+            for m in ("retriever", "listwise", "listwise_pa", "likelihood", "attention")
+        }
+        pipeline.rank_retriever_job(
+            queries=paths["queries"], candidates=cands, max_queries=3, output=rankings["retriever"]
+        )
         pipeline.judge_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, job="judge",
+            dataset=DATASET,
+            queries=paths["queries"],
+            candidates=cands,
+            prompts=prompts,
+            job="judge",
             judgments={m: str(tmp / llm / "judgments" / f"{m}.parquet") for m in methods},
             rankings={m: p for m, p in rankings.items() if m != "retriever"},
-            perplexity=str(tmp / llm / "perplexity.parquet"), gold_U=str(tmp / llm / "gold_U.parquet"),
+            perplexity=str(tmp / llm / "perplexity.parquet"),
+            gold_U=str(tmp / llm / "gold_U.parquet"),
             pseudo_answers={"topk": ans(llm, "topk")},
             max_new_tokens=JUDGE_CAPS,
-            rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common(llm),
+            rankings_cfg={**rank_cfg, "attention_backend": "transformers"},
+            max_queries=3,
+            **common(llm),
         )
         for cand in "CU":
-            pipeline.qrels_job(gold=str(tmp / llm / f"gold_{cand}.parquet"), candidates=cands, pool=cand, output=str(tmp / llm / f"qrels_{cand}.txt"))
+            pipeline.qrels_job(
+                gold=str(tmp / llm / f"gold_{cand}.parquet"),
+                candidates=cands,
+                pool=cand,
+                output=str(tmp / llm / f"qrels_{cand}.txt"),
+            )
     for llm in LLMS:
-        tables = {f"selected_{m}_from_{s}": str(tmp / s / "judgments" / f"{m}.parquet") for m in ("pointwise_pa", "listwise_pa") for s in LLMS}
-        tables |= {f"reranked_{m}_top2": str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("likelihood", "listwise_pa")}
+        tables = {
+            f"selected_{m}_from_{s}": str(tmp / s / "judgments" / f"{m}.parquet")
+            for m in ("pointwise_pa", "listwise_pa")
+            for s in LLMS
+        }
+        tables |= {
+            f"reranked_{m}_top2": str(tmp / llm / "rankings" / f"{m}.parquet") for m in ("likelihood", "listwise_pa")
+        }
         stats[f"{llm}-derived"] = pipeline.answer_job(
-            dataset=DATASET, queries=paths["queries"], candidates=cands, prompts=prompts, tables=tables,
-            outputs={ctx: ans(llm, ctx) for ctx in tables}, job="answer_selected", **common(llm),
+            dataset=DATASET,
+            queries=paths["queries"],
+            candidates=cands,
+            prompts=prompts,
+            tables=tables,
+            outputs={ctx: ans(llm, ctx) for ctx in tables},
+            job="answer_selected",
+            **common(llm),
         )
     paths["ans"], paths["stats"], paths["spec"] = ans, stats, spec
     yield paths
@@ -182,9 +250,16 @@ def test_nothing_is_computed_twice_and_reruns_are_served(run):
     # none + single + topk, and union/human only where they differ from what was already asked.
     assert made < 4 + 13 + 4 + 4 + 4
     again = pipeline.answer_job(
-        dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=str(REPO / "config/prompts.yaml"),
-        tables={}, outputs={"topk": str(run["tmp"] / "again.parquet")}, manifest=str(run["tmp"] / "std-a" / "manifest.json"),
-        spec=run["spec"], store=str(run["tmp"] / "store" / "std-a"), job="again",
+        dataset=DATASET,
+        queries=run["queries"],
+        candidates=run["candidates"],
+        prompts=str(REPO / "config/prompts.yaml"),
+        tables={},
+        outputs={"topk": str(run["tmp"] / "again.parquet")},
+        manifest=str(run["tmp"] / "std-a" / "manifest.json"),
+        spec=run["spec"],
+        store=str(run["tmp"] / "store" / "std-a"),
+        job="again",
     )
     assert again["generate"]["made"] == 0 and again["generate"]["served"] == 4
 
@@ -235,7 +310,11 @@ def test_rankings(run):
         table = pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{method}.parquet")
         assert table.columns == ["qid", "pid", "rank", "score", "parsed", "echo"], method
         assert table.height == 9 and sorted(table.filter(pl.col("qid") == "q1")["rank"].to_list()) == [1, 2, 3]
-    first = lambda m: pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{m}.parquet").filter((pl.col("qid") == "q1") & (pl.col("rank") == 1))["pid"].item()  # noqa: E731
+
+    def first(m):
+        rankings = pl.read_parquet(run["tmp"] / "std-a" / "rankings" / f"{m}.parquet")
+        return rankings.filter((pl.col("qid") == "q1") & (pl.col("rank") == 1))["pid"].item()
+
     assert first("retriever") == "p3"
     assert first("listwise") == "p1"  # the stand-in ranks the passage naming a capital first
     assert first("likelihood") == "p1"  # its pseudo-answer "Lima" occurs in that passage only
@@ -263,7 +342,11 @@ def test_report_jobs(run, tmp_path):
     """Every report job reads keyed inputs and writes its files."""
     t, ans = run["tmp"], run["ans"]
     style = with_defaults("figures", {"dpi": 50})
-    answers = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ("none", "topk", "union", "human", f"gold_C_from_{llm}", f"gold_U_from_{llm}")}
+    answers = {
+        (DATASET, llm, ctx): ans(llm, ctx)
+        for llm in LLMS
+        for ctx in ("none", "topk", "union", "human", f"gold_C_from_{llm}", f"gold_U_from_{llm}")
+    }
     gold = {(DATASET, llm, c): str(t / llm / f"gold_{c}.parquet") for llm in LLMS for c in "CU"}
     queries = {DATASET: str(run["queries"])}
     out = lambda name: {k: str(tmp_path / f"{name}.{k}") for k in ("csv", "md", "tex")}  # noqa: E731
@@ -272,44 +355,98 @@ def test_report_jobs(run, tmp_path):
     assert t1.height == 12 and set(t1["column"]) == {"None", "C", "U", "Human", "G(C)", "G(U)"}
     pipeline.empty_answers_job(answers=answers, csv=str(tmp_path / "e.csv"), md=str(tmp_path / "e.md"))
     assert pl.read_csv(tmp_path / "e.csv")["empty"].sum() == 0
-    judged = {(DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet") for llm in LLMS for m in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")}
+    judged = {
+        (DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet")
+        for llm in LLMS
+        for m in ("pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject")
+    }
     gold_c = {(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}
     known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
     pipeline.selection_table_job(table="table2", judgments=judged, gold=gold_c, **out("t2"))
     t2 = pl.read_csv(tmp_path / "t2.csv")
-    assert t2.height == 10 and {"precision", "recall", "f1", "accuracy_empty", "genuine", "unparsed", "echo", "echo_nonempty", "echo_empty"} <= set(t2.columns)
+    assert t2.height == 10 and {
+        "precision",
+        "recall",
+        "f1",
+        "accuracy_empty",
+        "genuine",
+        "unparsed",
+        "echo",
+        "echo_nonempty",
+        "echo_empty",
+    } <= set(t2.columns)
     assert "**" in (tmp_path / "t2.md").read_text() and "echo % (F1)" in (tmp_path / "t2.md").read_text()
     # std-b echoed its acknowledgement on q2 (of 3 judged queries): one third echo, two thirds genuine.
     row = t2.filter((pl.col("llm") == "std-b") & (pl.col("method") == "listwise_pa")).row(0, named=True)
     assert (row["genuine"], row["unparsed"], row["echo"]) == pytest.approx((200 / 3, 0.0, 100 / 3))
     assert (t2["genuine"] + t2["unparsed"] + t2["echo"]).round(6).to_list() == [100.0] * 10
-    pipeline.selection_table_job(table="table5", judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5"))
+    pipeline.selection_table_job(
+        table="table5", judgments={}, gold={}, note="No configured LLM has a thinking switch", **out("t5")
+    )
     assert "No configured LLM" in (tmp_path / "t5.md").read_text()
-    pipeline.selection_table_job(table="table8", judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")}, gold=gold_c, known=known, **out("t8"))
+    pipeline.selection_table_job(
+        table="table8",
+        judgments={k: v for k, v in judged.items() if k[2] in ("listwise_pa", "listwise_pa_reject")},
+        gold=gold_c,
+        known=known,
+        **out("t8"),
+    )
     t8 = pl.read_csv(tmp_path / "t8.csv")
-    assert {"avg_selected_unknown", "avg_selected_known", "avg_selected_nonempty", "avg_selected_empty"} <= set(t8.columns)
+    assert {"avg_selected_unknown", "avg_selected_known", "avg_selected_nonempty", "avg_selected_empty"} <= set(
+        t8.columns
+    )
     assert (t8["n_unknown"] + t8["n_known"] == t8["n_nonempty"] + t8["n_empty"]).all()
     assert "count (unknown)" in (tmp_path / "t8.md").read_text()
-    ranked = {(DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet") for llm in LLMS for m in ("retriever", "listwise", "likelihood", "attention")}
+    ranked = {
+        (DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet")
+        for llm in LLMS
+        for m in ("retriever", "listwise", "likelihood", "attention")
+    }
     pipeline.table4_job(rankings=ranked, gold=gold_c, k=2, **out("t4"))
     t4 = pl.read_csv(tmp_path / "t4.csv")
-    assert t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item() >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
+    assert (
+        t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "listwise"))["ndcg"].item()
+        >= t4.filter((pl.col("llm") == "std-a") & (pl.col("method") == "retriever"))["ndcg"].item()
+    )
     sel = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", f"selected_listwise_pa_from_{llm}"]}
-    pipeline.rag_table_job(table="table3", answers=sel, known=known, judgments={k: v for k, v in judged.items() if k[2] == "listwise_pa"}, **out("t3"))
+    pipeline.rag_table_job(
+        table="table3",
+        answers=sel,
+        known=known,
+        judgments={k: v for k, v in judged.items() if k[2] == "listwise_pa"},
+        **out("t3"),
+    )
     t3 = pl.read_csv(tmp_path / "t3.csv")
     assert set(t3["source"]) == {"topk", "selected_listwise_pa_from_std-a", "selected_listwise_pa_from_std-b"}
-    shares = {s: (g, u, e) for s, g, u, e in t3.unique("source").select("source", "genuine", "unparsed", "echo").iter_rows()}
+    shares = {
+        s: (g, u, e) for s, g, u, e in t3.unique("source").select("source", "genuine", "unparsed", "echo").iter_rows()
+    }
     assert shares["topk"] == (None, None, None) and shares["selected_listwise_pa_from_std-a"] == (100.0, 0.0, 0.0)
     assert shares["selected_listwise_pa_from_std-b"] == pytest.approx((200 / 3, 0.0, 100 / 3))
     assert "echo %" in (tmp_path / "t3.md").read_text()
     rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
     pipeline.rag_table_job(table="table7", answers=rer, known=known, **out("t7"))
-    fig = lambda name: {"png": str(tmp_path / f"{name}.png"), "pdf": str(tmp_path / f"{name}.pdf"), "csv": str(tmp_path / f"{name}.csv")}  # noqa: E731
-    transfer = {(DATASET, llm, f"selected_listwise_pa_from_{s}"): ans(llm, f"selected_listwise_pa_from_{s}") for llm in LLMS for s in LLMS}
-    pipeline.selection_transfer_figure_job(answers=transfer, llms=list(LLMS), method="listwise_pa", style=style, **fig("f9"))
+
+    def fig(name):
+        return {ext: str(tmp_path / f"{name}.{ext}") for ext in ("png", "pdf", "csv")}
+
+    transfer = {
+        (DATASET, llm, f"selected_listwise_pa_from_{s}"): ans(llm, f"selected_listwise_pa_from_{s}")
+        for llm in LLMS
+        for s in LLMS
+    }
+    pipeline.selection_transfer_figure_job(
+        answers=transfer, llms=list(LLMS), method="listwise_pa", style=style, **fig("f9")
+    )
     assert pl.read_csv(tmp_path / "f9.csv").height == 4
     ppl = {(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}
-    pipeline.perplexity_figure_job(perplexity=ppl, answers={k: v for k, v in answers.items() if k[2] in ("none", "human")}, known=known, style=style, **fig("f4"))
+    pipeline.perplexity_figure_job(
+        perplexity=ppl,
+        answers={k: v for k, v in answers.items() if k[2] in ("none", "human")},
+        known=known,
+        style=style,
+        **fig("f4"),
+    )
     assert (tmp_path / "f4.png").read_bytes()[:4] == b"\x89PNG"
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
@@ -317,8 +454,17 @@ def test_report_jobs(run, tmp_path):
     qrels = {(DATASET, llm, pool): str(t / llm / f"qrels_{pool}.txt") for llm in LLMS for pool in "CU"}
     runs = {(DATASET, "dense"): str(run["run"]), (DATASET, "bm25"): str(runs_dir / "bm25.trec")}
     pipeline.external_runs_job(
-        runs=runs, qrels=qrels, queries=queries, pool_runs={DATASET: "dense"}, k=2, intervals=None, style=style,
-        csv=str(tmp_path / "x.csv"), md=str(tmp_path / "x.md"), png=str(tmp_path / "x.png"), pdf=str(tmp_path / "x.pdf"),
+        runs=runs,
+        qrels=qrels,
+        queries=queries,
+        pool_runs={DATASET: "dense"},
+        k=2,
+        intervals=None,
+        style=style,
+        csv=str(tmp_path / "x.csv"),
+        md=str(tmp_path / "x.md"),
+        png=str(tmp_path / "x.png"),
+        pdf=str(tmp_path / "x.pdf"),
     )
     ext = pl.read_csv(tmp_path / "x.csv")
     assert set(ext["judge"]) == {"std-a", "std-b", "Human"}
@@ -326,7 +472,9 @@ def test_report_jobs(run, tmp_path):
     assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
     # The configured retriever's top-k is the pool C: every passage of it is judged.
     # (An LLM with no gold passage among C has no query to average over: no value.)
-    assert ext.filter((pl.col("run") == "dense") & (pl.col("pool") == "C"))["judged@2"].drop_nulls().to_list() == [100.0]
+    assert ext.filter((pl.col("run") == "dense") & (pl.col("pool") == "C"))["judged@2"].drop_nulls().to_list() == [
+        100.0
+    ]
     row = ext.filter((pl.col("run") == "bm25") & (pl.col("judge") == "std-a") & (pl.col("pool") == "U"))
     assert row["judged@2"].item() == pytest.approx(75.0)  # q1: 1 of 2 judged; q2: 1 of 1
     assert row["ndcg@2_condensed"].item() >= row["ndcg@2"].item()
@@ -346,16 +494,33 @@ def test_retrieval_jobs(run, tmp_path, monkeypatch):
             return np.stack([vectors[i % 5] for i in range(len(texts))])
 
     monkeypatch.setattr(encoders, "load_encoder", lambda spec: Encoder())
-    pipeline.retrieve_job(queries=run["queries"], passages=run["passages"], index=str(tmp_path / "index.faiss"), encoder_spec={"nprobe": None}, top_k=2, output=str(tmp_path / "run.parquet"))
+    pipeline.retrieve_job(
+        queries=run["queries"],
+        passages=run["passages"],
+        index=str(tmp_path / "index.faiss"),
+        encoder_spec={"nprobe": None},
+        top_k=2,
+        output=str(tmp_path / "run.parquet"),
+    )
     got = pl.read_parquet(tmp_path / "run.parquet")
     assert got.filter((pl.col("qid") == "q2") & (pl.col("rank") == 1))["pid"].item() == "p2"
-    pipeline.run_topk_job(run=str(run["run"]), queries=str(run["queries"]), passages=str(run["passages"]), top_k=3, output=str(tmp_path / "topk.parquet"))
+    pipeline.run_topk_job(
+        run=str(run["run"]),
+        queries=str(run["queries"]),
+        passages=str(run["passages"]),
+        top_k=3,
+        output=str(tmp_path / "topk.parquet"),
+    )
     topk = pl.read_parquet(tmp_path / "topk.parquet")
     assert topk.filter(pl.col("qid") == "q1")["pid"].to_list() == ["p3", "p1", "p4"]
     assert topk.filter(pl.col("pid") == "p2")["text"].unique().to_list() == ["Santiago is the capital of Chile."]
     pipeline.retrieval_table_job(
-        queries={DATASET: str(run["queries"])}, runs={(DATASET, "dense"): str(tmp_path / "topk.parquet")},
-        pool_runs={DATASET: "dense"}, top_k=3, csv=str(tmp_path / "r.csv"), md=str(tmp_path / "r.md"),
+        queries={DATASET: str(run["queries"])},
+        runs={(DATASET, "dense"): str(tmp_path / "topk.parquet")},
+        pool_runs={DATASET: "dense"},
+        top_k=3,
+        csv=str(tmp_path / "r.csv"),
+        md=str(tmp_path / "r.md"),
     )
     table = pl.read_csv(tmp_path / "r.csv")
     assert table["pool_run"].to_list() == [True]
@@ -368,16 +533,28 @@ def test_a_prompt_that_does_not_fit_stops_the_job_before_any_call(run, tmp_path)
     max_passage_tokens the passage is cut and the job runs."""
     from llm_utility.generation import PromptTooLongError
 
-    long = PASSAGES.with_columns(pl.when(pl.col("pid") == "p3").then(pl.lit("word " * 3000)).otherwise(pl.col("text")).alias("text"))
+    long = PASSAGES.with_columns(
+        pl.when(pl.col("pid") == "p3").then(pl.lit("word " * 3000)).otherwise(pl.col("text")).alias("text")
+    )
     long.write_parquet(tmp_path / "passages.parquet")
     cands = tmp_path / "candidates.parquet"
-    pipeline.candidates_job(queries=run["queries"], run=run["run"], passages=str(tmp_path / "passages.parquet"), top_k=3, output=cands)
+    pipeline.candidates_job(
+        queries=run["queries"], run=run["run"], passages=str(tmp_path / "passages.parquet"), top_k=3, output=cands
+    )
     common = dict(
-        dataset=DATASET, queries=run["queries"], candidates=cands, prompts=str(REPO / "config/prompts.yaml"), tables={},
-        manifest=str(run["tmp"] / "std-a" / "manifest.json"), store=str(tmp_path / "store"), job="long",
+        dataset=DATASET,
+        queries=run["queries"],
+        candidates=cands,
+        prompts=str(REPO / "config/prompts.yaml"),
+        tables={},
+        manifest=str(run["tmp"] / "std-a" / "manifest.json"),
+        store=str(tmp_path / "store"),
+        job="long",
     )
     out = tmp_path / "topk.parquet"
-    with pytest.raises(PromptTooLongError, match=r"dataset tiny, query q1, context topk.*has \d+ tokens.*context of 2048"):
+    with pytest.raises(
+        PromptTooLongError, match=r"dataset tiny, query q1, context topk.*has \d+ tokens.*context of 2048"
+    ):
         pipeline.answer_job(outputs={"topk": str(out)}, spec=run["spec"], **common)
     assert not out.exists() and not list((tmp_path / "store").glob("*.sqlite"))  # nothing half-made
     stats = pipeline.answer_job(outputs={"topk": str(out)}, spec={**run["spec"], "max_passage_tokens": 50}, **common)
@@ -397,40 +574,82 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
     answers = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in contexts}
     known = {(DATASET, llm): str(t / llm / "known.parquet") for llm in LLMS}
     gold = {(DATASET, llm, c): str(t / llm / f"gold_{c}.parquet") for llm in LLMS for c in "CU"}
-    judged = {(DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet") for llm in LLMS for m in ("pointwise", "listwise", "listwise_pa_reject")}
-    ranked = {(DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet") for llm in LLMS for m in ("retriever", "attention")}
-    out = {"json_path": str(tmp_path / "findings.json"), "md": str(tmp_path / "findings.md"), "html": str(tmp_path / "findings.html")}
+    judged = {
+        (DATASET, llm, m): str(t / llm / "judgments" / f"{m}.parquet")
+        for llm in LLMS
+        for m in ("pointwise", "listwise", "listwise_pa_reject")
+    }
+    ranked = {
+        (DATASET, llm, m): str(t / llm / "rankings" / f"{m}.parquet")
+        for llm in LLMS
+        for m in ("retriever", "attention")
+    }
+    out = {
+        "json_path": str(tmp_path / "findings.json"),
+        "md": str(tmp_path / "findings.md"),
+        "html": str(tmp_path / "findings.html"),
+    }
     entries = pipeline.findings_job(
-        answers=answers, known=known, gold=gold, queries={DATASET: str(run["queries"])},
-        perplexity={(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS}, judgments=judged, rankings=ranked,
-        llms=list(LLMS), families={"std-a": "std", "std-b": None}, k=2, resampling=report_cfg,
-        paper_datasets={DATASET: ["fever"]}, claim_scope={"single_hop": ["nq", "triviaqa", "msmarco-fqa"], "all": ["nq", "fever"]}, **out,
+        answers=answers,
+        known=known,
+        gold=gold,
+        queries={DATASET: str(run["queries"])},
+        perplexity={(DATASET, llm): str(t / llm / "perplexity.parquet") for llm in LLMS},
+        judgments=judged,
+        rankings=ranked,
+        llms=list(LLMS),
+        families={"std-a": "std", "std-b": None},
+        k=2,
+        resampling=report_cfg,
+        paper_datasets={DATASET: ["fever"]},
+        claim_scope={"single_hop": ["nq", "triviaqa", "msmarco-fqa"], "all": ["nq", "fever"]},
+        **out,
     )
     doc = json.loads((tmp_path / "findings.json").read_text())
     assert doc["settings"]["resamples"] == report_cfg["resamples"] and len(doc["findings"]) == len(entries)
     by_id = {e["id"]: e for e in doc["findings"]}
     assert len(by_id["table1_gu_over_gc"]["cells"]) == 2
-    assert by_id["same_family_overlap"]["status"] == "not run" and "share a family" in by_id["same_family_overlap"]["reason"]
+    assert (
+        by_id["same_family_overlap"]["status"] == "not run"
+        and "share a family" in by_id["same_family_overlap"]["reason"]
+    )
     assert by_id["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
     assert {e["verdict"] for e in entries} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
     # A dataset that stands for FEVER is out of the single-hop claims' scope, in the judgment claims'.
-    assert by_id["table1_gu_over_gc"]["status"] == "out of scope" and by_id["table1_gu_over_gc"]["datasets_out_of_scope"] == [DATASET]
+    assert by_id["table1_gu_over_gc"]["status"] == "out of scope" and by_id["table1_gu_over_gc"][
+        "datasets_out_of_scope"
+    ] == [DATASET]
     assert by_id["listwise_beats_pointwise"]["datasets"] == [DATASET]
     assert doc["settings"]["paper_datasets"] == {DATASET: ["fever"]}
-    assert "| finding" in (tmp_path / "findings.md").read_text() and "<table" in (tmp_path / "findings.html").read_text()
+    assert (
+        "| finding" in (tmp_path / "findings.md").read_text() and "<table" in (tmp_path / "findings.html").read_text()
+    )
 
     pipeline.transfer_unknown_job(
-        answers={k: v for k, v in answers.items() if k[2] == "human" or k[2].startswith("gold_U")}, known=known,
-        llms=list(LLMS), candidates="U", csv=str(tmp_path / "tu.csv"), md=str(tmp_path / "tu.md"),
+        answers={k: v for k, v in answers.items() if k[2] == "human" or k[2].startswith("gold_U")},
+        known=known,
+        llms=list(LLMS),
+        candidates="U",
+        csv=str(tmp_path / "tu.csv"),
+        md=str(tmp_path / "tu.md"),
     )
     tu = pl.read_csv(tmp_path / "tu.csv")
     assert tu.height == 6 and (tu["n_unknown_both"] <= tu["n_queries"]).all()
 
     log = tmp_path / "judge.log"
-    log.write_text('x INFO llm_utility: store_stats {"llm": "std-a", "job": "j", "calls": {"generate": {"made": 3, "served": 1, "prompt_tokens": 30, "output_tokens": 6, "seconds": 0.5}}}\n')
+    log.write_text(
+        'x INFO llm_utility: store_stats {"llm": "std-a", "job": "j", "calls": {"generate": {"made": 3, "served": 1, "prompt_tokens": 30, "output_tokens": 6, "seconds": 0.5}}}\n'
+    )
     bench = tmp_path / "judge.tsv"
     bench.write_text("s\th:m:s\tmax_rss\n2.5\t0:00:02\t100.0\n")
-    jobs = [{"rule": "judge", "wildcards": {"dataset": DATASET, "llm": "std-a", "method": "listwise"}, "log": str(log), "benchmark": str(bench)}]
+    jobs = [
+        {
+            "rule": "judge",
+            "wildcards": {"dataset": DATASET, "llm": "std-a", "method": "listwise"},
+            "log": str(log),
+            "benchmark": str(bench),
+        }
+    ]
     pipeline.cost_job(jobs=jobs, csv=str(tmp_path / "cost.csv"), md=str(tmp_path / "cost.md"))
     cost = pl.read_csv(tmp_path / "cost.csv").row(0, named=True)
     assert (cost["calls_made"], cost["calls_served"], cost["prompt_tokens"], cost["wall_seconds"]) == (3, 1, 30, 2.5)
@@ -440,15 +659,32 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
 
     # Table 1 and the judgment tables with intervals: lo/hi beside the values, small type in md/tex.
     t1 = {k: str(tmp_path / f"t1.{k}") for k in ("csv", "md", "tex")}
-    pipeline.table1_job(answers={k: v for k, v in answers.items() if k[2] in ("none", "topk", "union", "human", f"gold_C_from_{k[1]}", f"gold_U_from_{k[1]}")},
-                        gold=gold, queries={DATASET: str(run["queries"])}, intervals=report_cfg, **t1)
+    pipeline.table1_job(
+        answers={
+            k: v
+            for k, v in answers.items()
+            if k[2] in ("none", "topk", "union", "human", f"gold_C_from_{k[1]}", f"gold_U_from_{k[1]}")
+        },
+        gold=gold,
+        queries={DATASET: str(run["queries"])},
+        intervals=report_cfg,
+        **t1,
+    )
     table = pl.read_csv(t1["csv"])
     # No re-ask answers given: one block, the answer prompt's.
-    assert table.columns[:7] == ["block", "dataset", "llm", "column", "correct", "lo", "hi"] and set(table["block"]) == {"answer"}
+    assert table.columns[:7] == ["block", "dataset", "llm", "column", "correct", "lo", "hi"] and set(
+        table["block"]
+    ) == {"answer"}
     assert ((table["lo"] <= table["correct"] + 1e-9) & (table["correct"] <= table["hi"] + 1e-9)).all()
     assert "<sub>[" in Path(t1["md"]).read_text() and r"\scriptsize" in Path(t1["tex"]).read_text()
     t2 = {k: str(tmp_path / f"t2.{k}") for k in ("csv", "md", "tex")}
-    pipeline.selection_table_job(table="table2", judgments=judged, gold={(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS}, intervals=report_cfg, **t2)
+    pipeline.selection_table_job(
+        table="table2",
+        judgments=judged,
+        gold={(DATASET, llm): str(t / llm / "gold_C.parquet") for llm in LLMS},
+        intervals=report_cfg,
+        **t2,
+    )
     t2_table = pl.read_csv(t2["csv"])
     assert t2_table.columns[t2_table.columns.index("f1") + 1 : t2_table.columns.index("f1") + 3] == ["f1_lo", "f1_hi"]
     assert "<sub>[" in Path(t2["md"]).read_text()
@@ -460,11 +696,19 @@ def test_attention_runs_in_a_session_of_its_own_when_the_llm_generates_elsewhere
     store = tmp_path / "store"
     out = tmp_path / "attention.parquet"
     pipeline.judge_job(
-        dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=str(REPO / "config/prompts.yaml"),
-        manifest=str(run["tmp"] / "std-a" / "manifest.json"), spec={**run["spec"], "backend": "vllm", "gpu": 1},
-        store=str(store), job="judge", judgments={}, rankings={"attention": str(out)},
+        dataset=DATASET,
+        queries=run["queries"],
+        candidates=run["candidates"],
+        prompts=str(REPO / "config/prompts.yaml"),
+        manifest=str(run["tmp"] / "std-a" / "manifest.json"),
+        spec={**run["spec"], "backend": "vllm", "gpu": 1},
+        store=str(store),
+        job="judge",
+        judgments={},
+        rankings={"attention": str(out)},
         pseudo_answers={"topk": run["ans"]("std-a", "topk")},
-        rankings_cfg=with_defaults("rankings", {}), max_queries=2,
+        rankings_cfg=with_defaults("rankings", {}),
+        max_queries=2,
     )
     assert pl.read_parquet(out)["qid"].unique().sort().to_list() == ["q1", "q2"]
     assert [p.name.split(".")[0] for p in sorted(store.glob("*.sqlite"))] == ["judge+attention"]
@@ -487,16 +731,39 @@ def test_a_sharded_job_gathers_to_the_unsharded_tables(run, tmp_path):
     for part in parts:
         qids = part_queries(str(run["queries"]), part, DATASET)
         here = tmp_path / part
-        common = dict(dataset=DATASET, queries=run["queries"], candidates=run["candidates"], prompts=prompts, manifest=manifest,
-                      spec=run["spec"], store=str(here / "store"), qids=qids)
-        pipeline.answer_job(tables={}, outputs={c: str(here / f"{c}.parquet") for c in answer_outputs}, job=f"answer_candidates_{part}", **common)
-        pipeline.answer_job(tables=gold_tables, outputs={c: str(here / f"{c}.parquet") for c in gold_tables}, job=f"answer_gold_U_{part}", **common)
+        common = dict(
+            dataset=DATASET,
+            queries=run["queries"],
+            candidates=run["candidates"],
+            prompts=prompts,
+            manifest=manifest,
+            spec=run["spec"],
+            store=str(here / "store"),
+            qids=qids,
+        )
+        pipeline.answer_job(
+            tables={},
+            outputs={c: str(here / f"{c}.parquet") for c in answer_outputs},
+            job=f"answer_candidates_{part}",
+            **common,
+        )
+        pipeline.answer_job(
+            tables=gold_tables,
+            outputs={c: str(here / f"{c}.parquet") for c in gold_tables},
+            job=f"answer_gold_U_{part}",
+            **common,
+        )
         pipeline.judge_job(
-            job=f"judge_{part}", judgments={m: str(here / f"j_{m}.parquet") for m in methods},
-            rankings={m: str(here / f"r_{m}.parquet") for m in rankings}, perplexity=str(here / "perplexity.parquet"),
-            gold_U=str(run["tmp"] / "std-a" / "gold_U.parquet"), pseudo_answers={"topk": run["ans"]("std-a", "topk")},
+            job=f"judge_{part}",
+            judgments={m: str(here / f"j_{m}.parquet") for m in methods},
+            rankings={m: str(here / f"r_{m}.parquet") for m in rankings},
+            perplexity=str(here / "perplexity.parquet"),
+            gold_U=str(run["tmp"] / "std-a" / "gold_U.parquet"),
+            pseudo_answers={"topk": run["ans"]("std-a", "topk")},
             max_new_tokens=JUDGE_CAPS,
-            rankings_cfg={**rank_cfg, "attention_backend": "transformers"}, max_queries=3, **common,
+            rankings_cfg={**rank_cfg, "attention_backend": "transformers"},
+            max_queries=3,
+            **common,
         )
     unsharded = {c: run["ans"]("std-a", c) for c in (*answer_outputs, *gold_tables)}
     unsharded |= {f"j_{m}": str(run["tmp"] / "std-a" / "judgments" / f"{m}.parquet") for m in methods}
@@ -520,4 +787,7 @@ def test_the_gather_refuses_parts_of_different_tables(tmp_path):
     pl.DataFrame({"qid": ["q1"], "x": [1]}).write_parquet(tmp_path / "a.parquet")
     pl.DataFrame({"qid": ["q2"], "x": ["one"]}).write_parquet(tmp_path / "b.parquet")
     with pytest.raises(ValueError, match="b.parquet: columns"):
-        pipeline.gather_parts_job(parts={"t": [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]}, outputs={"t": str(tmp_path / "t.parquet")})
+        pipeline.gather_parts_job(
+            parts={"t": [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]},
+            outputs={"t": str(tmp_path / "t.parquet")},
+        )

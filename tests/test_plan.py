@@ -67,8 +67,16 @@ def test_paper_thinking_pairs_and_table5(paper):
     # One thinking model (qwen3-14b), on thinking_datasets [nq] only.
     assert paper.model.thinking_pairs == [("nq", "qwen3-14b")]
     assert paper.table5_methods("nq", "qwen3-14b") == [
-        "pointwise", "pointwise_pa", "listwise", "listwise_pa",
-        "pointwise_think", "pointwise_pa_think", "pointwise_pat_think", "listwise_think", "listwise_pa_think", "listwise_pat_think",
+        "pointwise",
+        "pointwise_pa",
+        "listwise",
+        "listwise_pa",
+        "pointwise_think",
+        "pointwise_pa_think",
+        "pointwise_pat_think",
+        "listwise_think",
+        "listwise_pa_think",
+        "listwise_pat_think",
     ]
     assert paper.table5_methods("hotpotqa", "qwen3-14b") == [] and paper.table5_methods("nq", "qwen3-8b") == []
     # Table 2's methods, then the rag ones, then the counterparts Table 5 compares with (all already there).
@@ -84,12 +92,25 @@ def test_counterparts_join_the_judge_job_only_where_a_model_thinks():
     plan = plans(cfg)
     assert plan.model.thinking_pairs == [(d, "gemma3-270m") for d in ("wf-single", "wf-twohop", "wf-claims")]
     assert plan.model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject", "listwise"]
-    assert plan.table5_methods("wf-claims", "gemma3-270m") == ["listwise", "pointwise_pa", "listwise_think", "pointwise_pat_think"]
-    assert [counterpart(m) for m in ("pointwise_pat_think", "listwise_pa_think", "listwise_think")] == ["pointwise_pa", "listwise_pa", "listwise"]
+    assert plan.table5_methods("wf-claims", "gemma3-270m") == [
+        "listwise",
+        "pointwise_pa",
+        "listwise_think",
+        "pointwise_pat_think",
+    ]
+    assert [counterpart(m) for m in ("pointwise_pat_think", "listwise_pa_think", "listwise_think")] == [
+        "pointwise_pa",
+        "listwise_pa",
+        "listwise",
+    ]
 
 
 def test_model_jobs_of_the_demo(demo):
-    pairs = [{"dataset": d, "llm": llm} for d in ("wf-single", "wf-twohop", "wf-claims") for llm in ("smollm2-135m", "gemma3-270m")]
+    pairs = [
+        {"dataset": d, "llm": llm}
+        for d in ("wf-single", "wf-twohop", "wf-claims")
+        for llm in ("smollm2-135m", "gemma3-270m")
+    ]
     expected = [("materialize_model", {"llm": "smollm2-135m"}), ("materialize_model", {"llm": "gemma3-270m"})]
     for rule in ("answer_candidates", "answer_gold", "judge"):
         expected += [(rule, wc) for wc in pairs]
@@ -105,55 +126,110 @@ def test_model_jobs_of_the_paper(paper):
     rules = [rule for rule, _ in jobs]
     # datasets x LLMs, each rule's jobs of a dataset once per query shard of that rule
     # (config/paper.yaml's shards: judge in 2 + 4 + 4 + 9 + 3 + 7 = 29 parts per LLM, ...).
-    per_llm = {"answer_candidates": 1 + 2 + 2 + 5 + 2 + 4, "judge": 29, "answer_judgments": 1 + 1 + 1 + 2 + 1 + 2,
-               "answer_reask": 1 + 2 + 2 + 3 + 1 + 3, "answer_gold": 1 + 1 + 1 + 2 + 1 + 1}
+    per_llm = {
+        "answer_candidates": 1 + 2 + 2 + 5 + 2 + 4,
+        "judge": 29,
+        "answer_judgments": 1 + 1 + 1 + 2 + 1 + 2,
+        "answer_reask": 1 + 2 + 2 + 3 + 1 + 3,
+        "answer_gold": 1 + 1 + 1 + 2 + 1 + 1,
+    }
     assert {r: rules.count(r) for r in set(rules)} == {
-        "materialize_model": 4, "answer_run": 24,
+        "materialize_model": 4,
+        "answer_run": 24,
         **{r: n * 4 for r, n in per_llm.items()},
-        "answer_thinking": 1, "judge_thinking": 37,  # qwen3-14b on NQ
+        "answer_thinking": 1,
+        "judge_thinking": 37,  # qwen3-14b on NQ
     }
     assert ("judge_thinking", {"dataset": "nq", "llm": "qwen3-14b", "part": "1-of-37"}) in jobs
     assert ("answer_thinking", {"dataset": "nq", "llm": "qwen3-14b"}) in jobs
 
 
 def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_without_rag_methods():
-    cfg = _config("config.yaml", judgments__thinking_methods=["listwise_think"], judgments__rag_methods=[], rankings__rag_methods=[])
+    cfg = _config(
+        "config.yaml",
+        judgments__thinking_methods=["listwise_think"],
+        judgments__rag_methods=[],
+        rankings__rag_methods=[],
+    )
     cfg["llms"]["gemma3-270m"]["can_think"] = True
     rules = {rule for rule, _ in model_jobs(plans(cfg).model)}
     assert "judge_thinking" in rules and "answer_thinking" not in rules and "answer_judgments" not in rules
 
 
 def test_contexts_each_table_reads(demo):
-    assert demo.table1_contexts("gemma3-270m") == ["none", "topk", "union", "human", "gold_C_from_gemma3-270m", "gold_U_from_gemma3-270m"]
-    assert demo.empty_answers_contexts("gemma3-270m") == [
-        "none", "single", "topk", "union", "human", "gold_C_from_gemma3-270m", "gold_U_from_gemma3-270m",
+    assert demo.table1_contexts("gemma3-270m") == [
+        "none",
+        "topk",
+        "union",
+        "human",
+        "gold_C_from_gemma3-270m",
+        "gold_U_from_gemma3-270m",
     ]
-    assert demo.table3_contexts("smollm2-135m") == ["topk", "selected_pointwise_pa_from_smollm2-135m", "selected_listwise_pa_from_smollm2-135m"]
+    assert demo.empty_answers_contexts("gemma3-270m") == [
+        "none",
+        "single",
+        "topk",
+        "union",
+        "human",
+        "gold_C_from_gemma3-270m",
+        "gold_U_from_gemma3-270m",
+    ]
+    assert demo.table3_contexts("smollm2-135m") == [
+        "topk",
+        "selected_pointwise_pa_from_smollm2-135m",
+        "selected_listwise_pa_from_smollm2-135m",
+    ]
     assert demo.table7_contexts() == ["topk", "reranked_likelihood_top2", "reranked_listwise_pa_top2"]
-    assert demo.figure9_contexts() == ["selected_listwise_pa_from_smollm2-135m", "selected_listwise_pa_from_gemma3-270m"]
+    assert demo.figure9_contexts() == [
+        "selected_listwise_pa_from_smollm2-135m",
+        "selected_listwise_pa_from_gemma3-270m",
+    ]
     assert demo.model.selection_sources()["selected_pointwise_pa_from_gemma3-270m"] == ("gemma3-270m", "pointwise_pa")
-    assert demo.model.gold_sources("C") == {"gold_C_from_smollm2-135m": "smollm2-135m", "gold_C_from_gemma3-270m": "gemma3-270m"}
+    assert demo.model.gold_sources("C") == {
+        "gold_C_from_smollm2-135m": "smollm2-135m",
+        "gold_C_from_gemma3-270m": "gemma3-270m",
+    }
     assert demo.findings_contexts() == [
-        "none", "topk", "union", "human",
-        "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m", "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m",
-        "selected_listwise_pa_from_smollm2-135m", "selected_listwise_pa_from_gemma3-270m",
-        "reranked_likelihood_top2", "reranked_listwise_pa_top2",
+        "none",
+        "topk",
+        "union",
+        "human",
+        "gold_C_from_smollm2-135m",
+        "gold_C_from_gemma3-270m",
+        "gold_U_from_smollm2-135m",
+        "gold_U_from_gemma3-270m",
+        "selected_listwise_pa_from_smollm2-135m",
+        "selected_listwise_pa_from_gemma3-270m",
+        "reranked_likelihood_top2",
+        "reranked_listwise_pa_top2",
     ]
     assert demo.findings_rankings() == ["retriever", "listwise_pa", "likelihood", "attention"]
     # The contract with the re-ask stage: every context Table 1 and the transfer findings evaluate.
     assert demo.findings_reask_contexts() == [
-        "reask_none", "reask_human", "reask_topk", "reask_union",
-        "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
+        "reask_none",
+        "reask_human",
+        "reask_topk",
+        "reask_union",
+        "reask_gold_C_from_smollm2-135m",
+        "reask_gold_C_from_gemma3-270m",
+        "reask_gold_U_from_smollm2-135m",
+        "reask_gold_U_from_gemma3-270m",
     ]
 
 
 def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
     """The demo's flavours stand for the paper's kinds of query; the paper config's datasets are the
     paper's by name; a KILT file by its task; a dataset of one's own stands for none (every scope)."""
-    assert demo.paper_datasets == {"wf-single": ["nq", "triviaqa"], "wf-twohop": ["hotpotqa", "2wikiqa"], "wf-claims": ["fever"]}
+    assert demo.paper_datasets == {
+        "wf-single": ["nq", "triviaqa"],
+        "wf-twohop": ["hotpotqa", "2wikiqa"],
+        "wf-claims": ["fever"],
+    }
     assert demo.claim_scope() == {
-        "single_hop": ["nq", "triviaqa", "msmarco-fqa"], "human_share": ["nq", "msmarco-fqa"],
-        "all": ["nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever"], "triviaqa": ["triviaqa"],
+        "single_hop": ["nq", "triviaqa", "msmarco-fqa"],
+        "human_share": ["nq", "msmarco-fqa"],
+        "all": ["nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever"],
+        "triviaqa": ["triviaqa"],
     }
     paper = plans(_config("paper.yaml"))
     assert all(paper.paper_datasets[d] == [d] for d in paper.datasets)
@@ -166,13 +242,23 @@ def test_the_paper_datasets_a_configured_dataset_stands_for(demo):
 def test_reask_contexts_and_switch(demo, paper):
     assert demo.model.reask and paper.model.reask  # on by default, in the demo and the paper config
     assert demo.model.reask_contexts() == [
-        "reask_none", "reask_human", "reask_topk", "reask_union",
-        "reask_gold_C_from_smollm2-135m", "reask_gold_C_from_gemma3-270m",
-        "reask_gold_U_from_smollm2-135m", "reask_gold_U_from_gemma3-270m",
+        "reask_none",
+        "reask_human",
+        "reask_topk",
+        "reask_union",
+        "reask_gold_C_from_smollm2-135m",
+        "reask_gold_C_from_gemma3-270m",
+        "reask_gold_U_from_smollm2-135m",
+        "reask_gold_U_from_gemma3-270m",
     ]
     assert demo.model.reask_gold_sources()["reask_gold_U_from_gemma3-270m"] == ("gemma3-270m", "U")
     assert demo.table1_reask_contexts("gemma3-270m") == [
-        "reask_none", "reask_topk", "reask_union", "reask_human", "reask_gold_C_from_gemma3-270m", "reask_gold_U_from_gemma3-270m",
+        "reask_none",
+        "reask_topk",
+        "reask_union",
+        "reask_human",
+        "reask_gold_C_from_gemma3-270m",
+        "reask_gold_U_from_gemma3-270m",
     ]
     off = plans(_config("config.yaml", reask={"enabled": False}))
     assert off.model.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
@@ -181,7 +267,9 @@ def test_reask_contexts_and_switch(demo, paper):
 
 
 def test_figures_and_fallbacks():
-    plan = plans(_config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"]))
+    plan = plans(
+        _config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"])
+    )
     assert plan.figure9_method == "pointwise_pa"  # listwise_pa is not a rag method here
     assert plan.known_rejection_methods == []  # listwise_pa_reject is not judged
     assert plan.transfer_figures == {
@@ -195,7 +283,9 @@ def test_results_config_leaves_out_only_the_operational_settings(demo):
     kept = results_config(demo.config)
     assert set(demo.config) - set(kept) == {"store_dir", "gpu_lock_dir"}
     # Per LLM, only the Python its jobs run under (llms.<name>.python) is left out.
-    assert kept["llms"] == {llm: {k: v for k, v in spec.items() if k != "python"} for llm, spec in demo.config["llms"].items()}
+    assert kept["llms"] == {
+        llm: {k: v for k, v in spec.items() if k != "python"} for llm, spec in demo.config["llms"].items()
+    }
     assert all("python" in spec for spec in demo.config["llms"].values())
 
 
@@ -213,7 +303,15 @@ def test_materializing_reads_only_the_weights_so_a_backend_switch_reruns_nothing
     jobs' own spec does change."""
     overlay = yaml.safe_load((REPO / "config" / "vllm-cpu.yaml").read_text())["llms"]
     base = demo.model
-    vllm = plans(_config("config.yaml", **{f"llms__{llm}": {**base.config["llms"][llm], **spec} for llm, spec in overlay.items()})).model
+    vllm = plans(
+        _config(
+            "config.yaml", **{f"llms__{llm}": {**base.config["llms"][llm], **spec} for llm, spec in overlay.items()}
+        )
+    ).model
     for llm in overlay:
-        assert base.weights_spec(llm) == vllm.weights_spec(llm) == {k: base.config["llms"][llm][k] for k in ("weights", "prompt_format")}
+        assert (
+            base.weights_spec(llm)
+            == vllm.weights_spec(llm)
+            == {k: base.config["llms"][llm][k] for k in ("weights", "prompt_format")}
+        )
         assert base.llm_spec(llm)["backend"] == "transformers" and vllm.llm_spec(llm)["backend"] == "vllm"

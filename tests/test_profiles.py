@@ -57,7 +57,17 @@ def test_slurm_profile_partitions_and_threads():
     # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
     assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
     gpu_rules = _gpu_rules()
-    assert {"answer_candidates", "answer_gold", "answer_judgments", "answer_reask", "answer_run", "judge", "judge_thinking", "encode_corpus_shard", "retrieve"} <= gpu_rules
+    assert {
+        "answer_candidates",
+        "answer_gold",
+        "answer_judgments",
+        "answer_reask",
+        "answer_run",
+        "judge",
+        "judge_thinking",
+        "encode_corpus_shard",
+        "retrieve",
+    } <= gpu_rules
     sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
     assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
     assert all("cpus_per_task" not in res for res in profile["set-resources"].values())
@@ -108,7 +118,10 @@ def test_kubernetes_dev_shm_policy_matches_the_plugin_s_pods():
 def _dry_run(*args: str) -> str:
     out = subprocess.run(
         snakemake_cmd("-n", "--configfile", "config/paper.yaml", "--sdm", "env-modules", *args),
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     return out.stdout + out.stderr

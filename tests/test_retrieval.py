@@ -219,7 +219,9 @@ def test_train_sample_defaults_to_enough_points_per_list(caplog):
     ivf = faiss.index_factory(16, "IVF256,SQ8", faiss.METRIC_INNER_PRODUCT)
     assert train_sample_size(ivf, 10_000_000) == 64 * 256
     assert train_sample_size(ivf, 10_000_000, train_sample=50_000) == 50_000
-    assert train_sample_size(faiss.index_factory(16, "IVF8,PQ4", faiss.METRIC_INNER_PRODUCT), 10**6) == 64 * 256  # PQ codebooks
+    assert (
+        train_sample_size(faiss.index_factory(16, "IVF8,PQ4", faiss.METRIC_INNER_PRODUCT), 10**6) == 64 * 256
+    )  # PQ codebooks
     assert train_sample_size(faiss.index_factory(16, "Flat", faiss.METRIC_INNER_PRODUCT), 500) == 500
     with caplog.at_level("WARNING", logger="llm_utility.retrieval.index"):
         assert train_sample_size(ivf, 5_000) == 5_000  # the whole corpus, and a warning with the numbers
@@ -256,14 +258,18 @@ def test_a_gpu_build_trains_once_then_assigns_on_every_gpu(tmp_path, monkeypatch
     monkeypatch.setattr(faiss, "StandardGpuResources", lambda: None, raising=False)
     monkeypatch.setattr(faiss, "index_cpu_to_gpu", to_gpu, raising=False)
     monkeypatch.setattr(faiss, "index_gpu_to_cpu", lambda index: index, raising=False)
-    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", lambda quantizer, **kw: CountingQuantizer(quantizer), raising=False)
+    monkeypatch.setattr(
+        faiss, "index_cpu_to_all_gpus", lambda quantizer, **kw: CountingQuantizer(quantizer), raising=False
+    )
     gpu = tmp_path / "gpu.faiss"
     assert build_index(paths, gpu, index_factory="IVF8,SQ8", train_sample=800) == 1200
     assert counts == {"to_gpu": 1, "train": 1, "assign": 2 + 3}  # 500 rows: 2 chunks, 700 rows: 3
     a, b = faiss.read_index(str(cpu)), faiss.read_index(str(gpu))
     assert a.ntotal == b.ntotal == 1200
     queries = vectors[:20] + 0.01
-    np.testing.assert_array_equal(search(a, queries, 5, use_gpu=False, nprobe=8)[1], search(b, queries, 5, use_gpu=False, nprobe=8)[1])
+    np.testing.assert_array_equal(
+        search(a, queries, 5, use_gpu=False, nprobe=8)[1], search(b, queries, 5, use_gpu=False, nprobe=8)[1]
+    )
 
 
 @pytest.mark.slow

@@ -113,8 +113,12 @@ def _ndcg_at(ranked: list[str], relevant: set[str], k: int) -> float:
 
 
 def test_per_query_metrics_match_ndcg_recall_and_condensed_lists_written_out():
-    judge = R.Judge("m", "U", relevant={"q1": {"a", "c"}, "q2": {"x"}, "q3": set()},
-                    judged={"q1": {"a", "b", "c"}, "q2": {"x", "y"}, "q3": {"z"}})
+    judge = R.Judge(
+        "m",
+        "U",
+        relevant={"q1": {"a", "c"}, "q2": {"x"}, "q3": set()},
+        judged={"q1": {"a", "b", "c"}, "q2": {"x", "y"}, "q3": {"z"}},
+    )
     ranked = {"q1": ["n1", "a", "b", "n2", "c"], "q2": ["y", "n3", "n4"], "q3": ["z"]}
     k = 3
     got = R.per_query_metrics(ranked, judge, k, ["q1", "q2", "q3", "q4"]).rows_by_key("qid", named=True, unique=True)
@@ -183,7 +187,9 @@ def test_agreement_table_prefers_the_judge_whose_metric_tracks_correctness():
     mine = table.filter(pl.col("own")).row(0, named=True)
     theirs = table.filter(pl.col("pool") == "human").row(0, named=True)
     assert mine["auc"] == 1.0 and mine["point_biserial"] > 0.9  # r < 1: NDCG varies among the hits
-    assert theirs["auc"] < 0.8 and theirs["point_biserial"] < 0.5 and theirs["auc_lo"] <= theirs["auc"] <= theirs["auc_hi"]
+    assert (
+        theirs["auc"] < 0.8 and theirs["point_biserial"] < 0.5 and theirs["auc_lo"] <= theirs["auc"] <= theirs["auc_hi"]
+    )
     assert mine["n"] == 30 and mine["runs"] == 3 and mine["kendall_tau"] is not None
 
 
@@ -237,7 +243,11 @@ def test_plan_gives_every_dataset_its_retrievers_runs_and_run_files():
     plan = DataPlan(cfg, dropped_runs={"wf-twohop": {"dropped": "resources/runs/wf-twohop/dropped.trec"}})
     model = ModelPlan(plan)
     assert plan.bm25_retrievers == ["bm25"] and plan.dense_retrievers == ["minilm"]
-    assert plan.runs_of("wf-single") == {"minilm": ("retriever", "minilm"), "bm25": ("retriever", "bm25"), "mine": ("file", "runs/mine.trec")}
+    assert plan.runs_of("wf-single") == {
+        "minilm": ("retriever", "minilm"),
+        "bm25": ("retriever", "bm25"),
+        "mine": ("file", "runs/mine.trec"),
+    }
     assert list(plan.runs_of("wf-twohop")) == ["minilm", "bm25", "dropped"]
     assert plan.run_depth("wf-single", "minilm") == 5 and plan.run_depth("wf-single", "bm25") == 100
     assert model.run_answer_context("wf-single", "minilm") == "topk"  # the topk answer, not a new call
@@ -272,7 +282,9 @@ def test_weighted_auc_is_the_mann_whitney_auc_of_the_repeated_items():
     r = R.weighted_pearson(scores, correct, weights)
     for row, value in zip(weights.astype(int), r):
         assert value == pytest.approx(stats.pearsonr(np.repeat(scores, row), np.repeat(correct, row)).statistic)
-    assert np.isnan(weighted_auc(scores, correct, np.where(correct == 1, 0.0, 1.0)[None, :]))[0]  # no correct item drawn
+    assert np.isnan(weighted_auc(scores, correct, np.where(correct == 1, 0.0, 1.0)[None, :]))[
+        0
+    ]  # no correct item drawn
 
 
 def test_agreement_intervals_leave_out_resamples_without_both_answer_classes():
@@ -294,8 +306,23 @@ def _pairs(n: int, seed: int, own_predicts: bool) -> pl.DataFrame:
                 own = float(rng.random() < 0.5) * rng.uniform(0.3, 1.0)
                 correct = float(own > 0) if own_predicts else float(rng.random() < 0.5)
                 human = rng.random()
-                for judge, pool, value in ((llm, "U", own), (None, "human", human), ("a" if llm == "b" else "b", "U", rng.random())):
-                    rows.append({"dataset": "d", "run": run, "answer_llm": llm, "llm": judge, "pool": pool, "qid": f"q{i}", "ndcg": value, "correct": correct})
+                for judge, pool, value in (
+                    (llm, "U", own),
+                    (None, "human", human),
+                    ("a" if llm == "b" else "b", "U", rng.random()),
+                ):
+                    rows.append(
+                        {
+                            "dataset": "d",
+                            "run": run,
+                            "answer_llm": llm,
+                            "llm": judge,
+                            "pool": pool,
+                            "qid": f"q{i}",
+                            "ndcg": value,
+                            "correct": correct,
+                        }
+                    )
     return pl.DataFrame(rows)
 
 
@@ -303,13 +330,20 @@ def test_llm_qrels_predict_rag_holds_when_own_qrels_track_the_answers_and_is_lab
     from llm_utility.report.findings import FindingInputs, Resampling, llm_qrels_predict_rag
 
     rs = Resampling(n_resamples=500, seed=1, confidence=0.95, min_queries=10)
-    known = {("d", llm): pl.DataFrame({"qid": [f"q{i}" for i in range(40)], "known": [i < 5 for i in range(40)]}) for llm in "ab"}
+    known = {
+        ("d", llm): pl.DataFrame({"qid": [f"q{i}" for i in range(40)], "known": [i < 5 for i in range(40)]})
+        for llm in "ab"
+    }
     entry = llm_qrels_predict_rag(FindingInputs(llms=["a", "b"], known=known, run_pairs=_pairs(40, 0, True)), rs)
     assert entry["construction"] == "partly_built_in" and "single-passage" in entry["construction_reason"]
     assert [c["n"] for c in entry["cells"]] == [35, 35]  # the 5 known queries left out
     assert entry["verdict"] == "holds" and entry["lo"] > 0 and entry["effect"] <= 1
     for cell in entry["cells"]:  # own AUC is 1: the effect is 1 - AUC(human), written out with scipy
-        pairs = _pairs(40, 0, True).filter((pl.col("answer_llm") == cell["llm"]) & (pl.col("pool") == "human") & (pl.col("qid").is_in([f"q{i}" for i in range(5, 40)])))
+        pairs = _pairs(40, 0, True).filter(
+            (pl.col("answer_llm") == cell["llm"])
+            & (pl.col("pool") == "human")
+            & (pl.col("qid").is_in([f"q{i}" for i in range(5, 40)]))
+        )
         h, c = pairs["ndcg"].to_numpy(), pairs["correct"].to_numpy()
         u = stats.mannwhitneyu(h[c == 1], h[c == 0]).statistic
         assert cell["effect"] == pytest.approx(1 - u / ((c == 1).sum() * (c == 0).sum()), abs=1e-4)

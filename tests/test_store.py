@@ -94,7 +94,10 @@ def test_dedup_served_and_made(tmp_path):
         with store.section("listwise"):
             store.generate(gen, ["a", "e e"], max_new_tokens=8, stop=["\n"], batch_size=2)
         store.generate(gen, ["f"], max_new_tokens=8, stop=["\n"], batch_size=2)
-        assert (store.sections["listwise"]["generate"]["made"], store.sections["listwise"]["generate"]["served"]) == (1, 1)
+        assert (store.sections["listwise"]["generate"]["made"], store.sections["listwise"]["generate"]["served"]) == (
+            1,
+            1,
+        )
         assert list(store.sections) == ["listwise"] and store.stats["generate"]["made"] == 6
 
 
@@ -114,7 +117,9 @@ def test_a_sealed_shard_serves_later_jobs_and_is_never_written(tmp_path):
     assert len(shards(tmp_path)) == 2 and count_rows(tmp_path) == 11
     db = sqlite3.connect(sealed)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # no WAL: safe on NFS
-    row = db.execute("SELECT kind, prompt, target, value, prompt_tokens, output_tokens, created FROM calls LIMIT 1").fetchone()
+    row = db.execute(
+        "SELECT kind, prompt, target, value, prompt_tokens, output_tokens, created FROM calls LIMIT 1"
+    ).fetchone()
     assert row[0] == "generate" and row[2] == "" and row[3] == FakeGenerator().generate([row[1]], 8)[0]
     assert row[4] == len(row[1].split()) and row[5] == len(row[3].split()) and abs(row[6] - time.time()) < 600
 
@@ -188,7 +193,14 @@ WORKER = FAKE + textwrap.dedent("""
 
 
 def _worker(
-    root: Path, job: str, first: int, count: int, delay: float, batch: int, cwd: Path | None = None, go: Path | None = None
+    root: Path,
+    job: str,
+    first: int,
+    count: int,
+    delay: float,
+    batch: int,
+    cwd: Path | None = None,
+    go: Path | None = None,
 ) -> subprocess.Popen:
     args = [sys.executable, "-c", WORKER, str(root), job, str(first), str(count), str(delay), str(batch), str(go or "")]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
@@ -451,7 +463,9 @@ def test_verify_command_reports_bad_rows_and_exits_1(tmp_path, capsys):
 @pytest.mark.parametrize("module", ["llm_utility.generation.store", "llm_utility.generation.store_maintenance"])
 def test_the_maintenance_command_runs_under_its_name_and_its_former_one(tmp_path, module):
     sealed, _, _ = _sealed_store(tmp_path, 2)
-    out = subprocess.run([sys.executable, "-m", module, "verify", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", module, "verify", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and f"ok   {sealed}: 2 calls (sealed)" in out.stdout, out.stderr[-2000:]
 
 
@@ -503,8 +517,20 @@ def test_version_2_shards_stop_the_job_until_migrated(tmp_path, capsys):
     params_json = store_module.canonical_json(params)
     prompts = prompts_of(3)
     rows = [
-        (make_key("generate", "fake-model", "fake", p, "", params), "generate", "fake-model", "fake", params_json, p, "",
-         gen.generate([p], 8)[0], 1, 1, 0.1, 0.0)
+        (
+            make_key("generate", "fake-model", "fake", p, "", params),
+            "generate",
+            "fake-model",
+            "fake",
+            params_json,
+            p,
+            "",
+            gen.generate([p], 8)[0],
+            1,
+            1,
+            0.1,
+            0.0,
+        )
         for p in prompts
     ]
     rows[2] = ("0" * 64, *rows[2][1:])  # a key that does not match its columns
@@ -591,7 +617,9 @@ def test_a_full_file_system_says_so_and_leaves_nothing_half_written(tmp_path):
     script.write_text(FULL_DISK)
     if shutil.which("unshare") is None:
         pytest.skip("no unshare: cannot mount a small file system here")
-    probe = subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)], capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)], capture_output=True
+    )
     if probe.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs in a user namespace here: {probe.stderr.decode().strip()}")
     command = f"mount -t tmpfs -o size=1m tmpfs {tiny} && exec {sys.executable} {script} {tiny}"
@@ -599,11 +627,17 @@ def test_a_full_file_system_says_so_and_leaves_nothing_half_written(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     # 1. Named before anything is computed; the empty shard is gone.
-    assert "need about" in report["precheck"] and "MiB free" in report["precheck"] and str(tiny / "store-a") in report["precheck"]
+    assert (
+        "need about" in report["precheck"]
+        and "MiB free" in report["precheck"]
+        and str(tiny / "store-a") in report["precheck"]
+    )
     assert report["precheck_calls"] == 0 and report["precheck_files"] == []
     # 2. The path and the cause, not "cannot rollback"; only whole batches stay, sealed and served.
     message = report["midjob"]
-    assert "file system is full" in message and "database or disk is full" in message and "cannot rollback" not in message
+    assert (
+        "file system is full" in message and "database or disk is full" in message and "cannot rollback" not in message
+    )
     assert str(tiny / "store-b") in message and ".open.sqlite" in message
     assert 0 < report["midjob_rows"] < 400 and report["midjob_rows"] % 4 == 0
     assert report["midjob_rows"] >= 4 * (report["midjob_batches"] - 1)
@@ -619,7 +653,9 @@ def test_a_store_folder_that_cannot_be_written_names_the_file(tmp_path, monkeypa
     # The shard's name taken by a directory: SQLite cannot open it (SQLITE_CANTOPEN).
     monkeypatch.setattr(shard, "new_token", lambda: "20260101T000000-000000000000")
     (tmp_path / "job.20260101T000000-000000000000.open.sqlite").mkdir()
-    with pytest.raises(StoreError, match=r"job\.20260101T000000-000000000000\.open\.sqlite: creating the shard failed .*writable"):
+    with pytest.raises(
+        StoreError, match=r"job\.20260101T000000-000000000000\.open\.sqlite: creating the shard failed .*writable"
+    ):
         GenerationStore(tmp_path, "job")
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")

@@ -68,7 +68,7 @@ def test_several_writers_leasing_one_key_show_the_smallest_token_and_the_earlies
     first.take(["k"])
     time.sleep(0.01)
     second.take(["k"])
-    (token, when), = reader.of_others().values()
+    ((token, when),) = reader.of_others().values()
     assert token == SMALL and when <= time.time() - 0.01
 
 

@@ -157,8 +157,12 @@ def _figure4_inputs(llms, datasets, first=50_000.0):
             base = first if i == 0 else 20.0 + i
             rows += [(d, llm, "G", base * 0.8, base * 0.5, 4), (d, llm, "H", base, base * 0.7, 6)]
             human.append((d, llm, "human", "human", 100.0 * (i + 1) / (len(llms) + 1), 100.0, 5, 3))
-    ppl = pl.DataFrame(rows, schema=["dataset", "llm", "passages", "ppl_passage", "ppl_query_passage", "n"], orient="row")
-    rag = pl.DataFrame(human, schema=["dataset", "llm", "context", "source", "unknown", "known", "n_unknown", "n_known"], orient="row")
+    ppl = pl.DataFrame(
+        rows, schema=["dataset", "llm", "passages", "ppl_passage", "ppl_query_passage", "n"], orient="row"
+    )
+    rag = pl.DataFrame(
+        human, schema=["dataset", "llm", "context", "source", "unknown", "known", "n_unknown", "n_known"], orient="row"
+    )
     return ppl, rag
 
 
@@ -194,15 +198,23 @@ def _overlapping_texts(fig) -> list[tuple[str, str]]:
     return clashes
 
 
-@pytest.mark.parametrize("n_llms, n_datasets, first", [(2, 1, 5e4), (2, 3, 5e4), (4, 2, 5e4), (4, 6, 5e4), (2, 3, 40.0), (4, 6, 12.0)])
+@pytest.mark.parametrize(
+    "n_llms, n_datasets, first", [(2, 1, 5e4), (2, 3, 5e4), (4, 2, 5e4), (4, 6, 5e4), (2, 3, 40.0), (4, 6, 12.0)]
+)
 def test_figure4_log_axis_shows_every_llm_and_no_text_overlaps(tmp_path, monkeypatch, n_llms, n_datasets, first):
     llms = ["smollm2-135m", "gemma3-270m", "qwen3-14b", "llama31-8b-instruct"][:n_llms]
     datasets = ["wf-single", "wf-twohop", "wf-claims", "nq", "hotpotqa", "msmarco-fqa"][:n_datasets]
     drawn = []
     monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf, dpi: drawn.append(fig))
     ppl, rag = _figure4_inputs(llms, datasets, first)
-    figures.plot_perplexity(ppl, rag, tmp_path / "f4.png", tmp_path / "f4.pdf", style(dpi=72),
-                            title="Perplexity of human passages (top); RAG with them (bottom)")
+    figures.plot_perplexity(
+        ppl,
+        rag,
+        tmp_path / "f4.png",
+        tmp_path / "f4.pdf",
+        style(dpi=72),
+        title="Perplexity of human passages (top); RAG with them (bottom)",
+    )
     [fig] = drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

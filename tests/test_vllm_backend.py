@@ -37,7 +37,24 @@ def tiny_model(tmp_path_factory) -> dict:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     root = tmp_path_factory.mktemp("tiny")
-    words = ["<unk>", "<s>", "</s>", "what", "is", "the", "capital", "of", "france", "?", "paris", "answer", "more", "0", "1", "2"]
+    words = [
+        "<unk>",
+        "<s>",
+        "</s>",
+        "what",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "france",
+        "?",
+        "paris",
+        "answer",
+        "more",
+        "0",
+        "1",
+        "2",
+    ]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(root / "tokenizer.json"))
@@ -83,7 +100,9 @@ class StandIn:
                 out = types.SimpleNamespace
                 tokenizer = AutoTokenizer.from_pretrained(calls["engine"]["model"])
                 texts = [f" answer {i}\nmore" for i in range(len(requests))]
-                return [out(outputs=[out(text=t, token_ids=tokenizer.encode(t, add_special_tokens=False))]) for t in texts]
+                return [
+                    out(outputs=[out(text=t, token_ids=tokenizer.encode(t, add_special_tokens=False))]) for t in texts
+                ]
 
         self.module = types.SimpleNamespace(__version__="0.33.0", LLM=LLM, SamplingParams=SamplingParams)
 
@@ -110,11 +129,18 @@ def test_engine_and_sampling_arguments():
     minimal = engine_kwargs("/m", {"gpu": 1}, "float16")
     assert "max_num_seqs" not in minimal and "max_model_len" not in minimal and "gpu_memory_utilization" not in minimal
     assert "revision" not in minimal  # the folder is the pinned commit
-    assert "enforce_eager" not in minimal and engine_kwargs("/m", {"gpu": 1, "enforce_eager": True}, "float16")["enforce_eager"]
+    assert (
+        "enforce_eager" not in minimal
+        and engine_kwargs("/m", {"gpu": 1, "enforce_eager": True}, "float16")["enforce_eager"]
+    )
     assert sampling_kwargs(12, ["\n", ""]) == {"temperature": 0.0, "max_tokens": 12, "stop": ["\n"]}
     assert sampling_kwargs(5)["stop"] is None
     assert scoring_sampling_kwargs() == {
-        "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0, "detokenize": False, "skip_reading_prefix_cache": True,
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "prompt_logprobs": 0,
+        "detokenize": False,
+        "skip_reading_prefix_cache": True,
     }
     assert scoring_sampling_kwargs(1, read_prefix_cache=True)["skip_reading_prefix_cache"] is False
 
@@ -179,8 +205,14 @@ def _environment_restored():
 
 
 CPU_SPEC = {**SPEC, "gpu": 0, "max_num_seqs": None, "gpu_memory_utilization": 0.9}
-CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "TORCHDYNAMO_DISABLE", "VLLM_CPU_OMP_THREADS_BIND", "OMP_NUM_THREADS",
-           "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CONFIGURE_LOGGING")
+CPU_ENV = (
+    "VLLM_CPU_KVCACHE_SPACE",
+    "TORCHDYNAMO_DISABLE",
+    "VLLM_CPU_OMP_THREADS_BIND",
+    "OMP_NUM_THREADS",
+    "VLLM_ENABLE_V1_MULTIPROCESSING",
+    "VLLM_CONFIGURE_LOGGING",
+)
 
 
 def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_model, standin, monkeypatch):
@@ -212,7 +244,9 @@ def test_a_cpu_run_sets_its_environment_and_keys_its_calls_as_a_cpu_run(tiny_mod
     assert gen.store_key_extras() == {"vllm": "0.33.0", "device": "cpu"}
     assert load_generator(tiny_model, SPEC).store_key_extras() == {"vllm": "0.33.0", "tensor_parallel_size": 2}
     gen.generate([gen.render("paris")], max_new_tokens=4)
-    assert standin.calls["engine"]["kv_cache_memory_bytes"] == 2 << 30 and standin.calls["engine"]["enforce_eager"] is True
+    assert (
+        standin.calls["engine"]["kv_cache_memory_bytes"] == 2 << 30 and standin.calls["engine"]["enforce_eager"] is True
+    )
     assert "gpu_memory_utilization" not in standin.calls["engine"]
 
 
@@ -223,11 +257,20 @@ def test_stop_strings_that_begin_with_whitespace_are_applied_after_the_engine(ti
     assert standin.calls["sampling"]["stop"] == ["Question:", "."]
 
 
-@pytest.mark.parametrize(("gpu", "platform", "message"), [
-    (0, "cuda", r"llms\.tiny\.gpu is 0, which runs vLLM's CPU backend, but the installed vLLM 0\.33\.0 is built for cuda"),
-    (2, "cpu", r"llms\.tiny\.gpu is 2, but the installed vLLM 0\.33\.0 is the CPU build"),
-])
-def test_a_build_for_other_devices_than_the_spec_names_the_key(tiny_model, standin, monkeypatch, gpu, platform, message):
+@pytest.mark.parametrize(
+    ("gpu", "platform", "message"),
+    [
+        (
+            0,
+            "cuda",
+            r"llms\.tiny\.gpu is 0, which runs vLLM's CPU backend, but the installed vLLM 0\.33\.0 is built for cuda",
+        ),
+        (2, "cpu", r"llms\.tiny\.gpu is 2, but the installed vLLM 0\.33\.0 is the CPU build"),
+    ],
+)
+def test_a_build_for_other_devices_than_the_spec_names_the_key(
+    tiny_model, standin, monkeypatch, gpu, platform, message
+):
     current = types.SimpleNamespace(is_cpu=lambda: platform == "cpu", device_type=platform)
     monkeypatch.setitem(sys.modules, "vllm.platforms", types.SimpleNamespace(current_platform=current))
     for name in CPU_ENV:
@@ -255,7 +298,9 @@ print(child.exitcode)
 def test_a_spawned_worker_never_reruns_the_job_script(tmp_path, mode):
     script, counter = tmp_path / "job.py", tmp_path / "runs.txt"
     script.write_text(JOB)
-    out = subprocess.run([sys.executable, str(script), str(counter), mode], capture_output=True, text=True, env=CHILD_ENV, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(script), str(counter), mode], capture_output=True, text=True, env=CHILD_ENV, timeout=120
+    )
     runs = counter.read_text().count("job ran")
     if mode == "hidden":
         assert out.returncode == 0 and out.stdout.strip() == "0" and runs == 1, out.stderr

@@ -112,9 +112,13 @@ def test_generate_call_prompt_format_and_outputs():
     assert "prompt_token_ids" in TokensPrompt.__annotations__
     from vllm.outputs import CompletionOutput, RequestOutput
 
-    assert {"outputs", "prompt_logprobs", "prompt_token_ids"} <= set(inspect.signature(RequestOutput.__init__).parameters)
-    fields = {f.name for f in dataclasses.fields(CompletionOutput)} if dataclasses.is_dataclass(CompletionOutput) else set(
-        inspect.signature(CompletionOutput.__init__).parameters
+    assert {"outputs", "prompt_logprobs", "prompt_token_ids"} <= set(
+        inspect.signature(RequestOutput.__init__).parameters
+    )
+    fields = (
+        {f.name for f in dataclasses.fields(CompletionOutput)}
+        if dataclasses.is_dataclass(CompletionOutput)
+        else set(inspect.signature(CompletionOutput.__init__).parameters)
     )
     assert {"text", "token_ids"} <= fields
 
@@ -125,7 +129,11 @@ def test_shutdown_and_worker_start_method_hooks():
     from vllm.v1.engine.core_client import EngineCoreClient
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    assert callable(EngineCoreClient.shutdown) and callable(destroy_model_parallel) and callable(destroy_distributed_environment)
+    assert (
+        callable(EngineCoreClient.shutdown)
+        and callable(destroy_model_parallel)
+        and callable(destroy_distributed_environment)
+    )
     assert "self.engine_core =" in inspect.getsource(LLMEngine.__init__)
     import vllm.envs as envs
 

@@ -72,20 +72,36 @@ def write_tiny_qwen3(path: Path) -> dict:
         "Thimphu is the capital and largest city of Bhutan. The claim is SUPPORTS or REFUTES.",
         "user assistant system The quick brown fox jumps over the lazy dog 0123456789 ,.;:!?()[]'\"-\n",
     ]
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
     PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=QWEN3_TEMPLATE
     ).save_pretrained(path)
     torch.manual_seed(0)
     config = Qwen3Config(
-        vocab_size=tok.get_vocab_size(), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=1024,
-        initializer_range=0.3, tie_word_embeddings=True, eos_token_id=tok.token_to_id("<|im_end|>"),
-        pad_token_id=tok.token_to_id("<|endoftext|>"), bos_token_id=None,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=1024,
+        initializer_range=0.3,
+        tie_word_embeddings=True,
+        eos_token_id=tok.token_to_id("<|im_end|>"),
+        pad_token_id=tok.token_to_id("<|endoftext|>"),
+        bos_token_id=None,
     )
     Qwen3ForCausalLM(config).to(torch.float32).save_pretrained(path)
-    return {"slug": "qwen3-tiny", "backend": "transformers", "load_path": str(path), "fingerprint": local_dir_fingerprint(path)}
+    return {
+        "slug": "qwen3-tiny",
+        "backend": "transformers",
+        "load_path": str(path),
+        "fingerprint": local_dir_fingerprint(path),
+    }
 
 
 def demo_cases(slug: str, spec: dict, gen) -> dict:
@@ -172,10 +188,14 @@ def answer_with_transformers(gen, case: dict) -> dict:
             recorded.clear()
             t = time.perf_counter()
             texts = gen.generate(call["prompts"], call["max_new_tokens"], call["stop"])
-            out["generations"].append({"outputs": texts, "tokens": recorded[0], "seconds": round(time.perf_counter() - t, 2)})
+            out["generations"].append(
+                {"outputs": texts, "tokens": recorded[0], "seconds": round(time.perf_counter() - t, 2)}
+            )
     for pairs in case["score"]:
         t = time.perf_counter()
-        out["scores"].append({"scores": gen.score([tuple(p) for p in pairs]), "seconds": round(time.perf_counter() - t, 2)})
+        out["scores"].append(
+            {"scores": gen.score([tuple(p) for p in pairs]), "seconds": round(time.perf_counter() - t, 2)}
+        )
     return out
 
 
@@ -204,14 +224,33 @@ def start_snakemake_job(work: Path, case: dict) -> subprocess.Popen:
     work.mkdir()
     (work / "job.py").write_text(JOB)
     (work / "case.json").write_text(json.dumps(case))
-    (work / "Snakefile").write_text('rule job:\n    output: "out.json"\n    params: runs="runs.txt"\n    script: "job.py"\n')
-    config = {"llms": {"tiny": {"python": str(VLLM_PYTHON)}}, "case": str(work / "case.json"), "tests": str(ROOT / "tests")}
+    (work / "Snakefile").write_text(
+        'rule job:\n    output: "out.json"\n    params: runs="runs.txt"\n    script: "job.py"\n'
+    )
+    config = {
+        "llms": {"tiny": {"python": str(VLLM_PYTHON)}},
+        "case": str(work / "case.json"),
+        "tests": str(ROOT / "tests"),
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
     with open(work / "snakemake.log", "w") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config.yaml", "--snakefile", "Snakefile"],
-            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "--cores",
+                "1",
+                "--configfile",
+                "config.yaml",
+                "--snakefile",
+                "Snakefile",
+            ],
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
 
@@ -228,7 +267,9 @@ def compared(tmp_path_factory):
     from llm_utility.generation import load_generator, materialize
 
     if not VLLM_PYTHON.exists():
-        pytest.fail(f"{VLLM_PYTHON} is missing: run `make test` (or `make install-vllm`), which creates vLLM's virtualenv first")
+        pytest.fail(
+            f"{VLLM_PYTHON} is missing: run `make test` (or `make install-vllm`), which creates vLLM's virtualenv first"
+        )
     tmp = tmp_path_factory.mktemp("vllm-cpu")
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     gens, cases = {}, []
@@ -239,8 +280,14 @@ def compared(tmp_path_factory):
         gens[slug] = load_generator(manifest, spec, threads=1)
         cases.append({**demo_cases(slug, spec, gens[slug]), "manifest": manifest})
     qwen = write_tiny_qwen3(tmp / "qwen3-tiny")
-    qwen_spec = {"backend": "transformers", "weights": {"path": qwen["load_path"]}, "prompt_format": "chat",
-                 "enable_thinking": False, "dtype": "float32", "max_new_tokens": 16}
+    qwen_spec = {
+        "backend": "transformers",
+        "weights": {"path": qwen["load_path"]},
+        "prompt_format": "chat",
+        "enable_thinking": False,
+        "dtype": "float32",
+        "max_new_tokens": 16,
+    }
     gens["qwen3-tiny"] = load_generator(qwen, qwen_spec, threads=1)
     qwen_case = {**qwen3_cases(gens["qwen3-tiny"]), "manifest": qwen}
 
@@ -249,8 +296,13 @@ def compared(tmp_path_factory):
     env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
     started = time.perf_counter()
     with open(tmp / "worker.log", "w") as log:
-        worker = subprocess.Popen([str(VLLM_PYTHON), str(WORKER), str(tmp / "cases.json"), str(tmp / "results.json")],
-                                  stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        worker = subprocess.Popen(
+            [str(VLLM_PYTHON), str(WORKER), str(tmp / "cases.json"), str(tmp / "results.json")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
         job = None
         try:
             hf = {case["name"]: answer_with_transformers(gens[case["name"]], case) for case in cases}
@@ -267,8 +319,10 @@ def compared(tmp_path_factory):
     job_seconds = time.perf_counter() - started
     assert rc == 0, (tmp / "worker.log").read_text()[-6000:]
     results = json.loads((tmp / "results.json").read_text())
-    print(f"\ntransformers backend: {hf_seconds:.0f} s; vLLM worker (import, 2 engines, all calls): {worker_seconds:.0f} s; "
-          f"the Snakemake job done after {job_seconds:.0f} s")
+    print(
+        f"\ntransformers backend: {hf_seconds:.0f} s; vLLM worker (import, 2 engines, all calls): {worker_seconds:.0f} s; "
+        f"the Snakemake job done after {job_seconds:.0f} s"
+    )
     models = {c["name"]: (c, hf[c["name"]], results["models"][c["name"]], gens[c["name"]]) for c in cases}
     out = tmp / "job" / "out.json"
     if job_rc == 0 and out.exists():
@@ -284,7 +338,9 @@ def _model(compared, name):
     """A model's comparison; the tiny Qwen3's exists only when the Snakemake job that answers it ran."""
     if name not in compared["models"]:
         rc, work = compared["job"]
-        pytest.fail(f"the Snakemake job (exit {rc}) did not answer {name}:\n" + (work / "snakemake.log").read_text()[-6000:])
+        pytest.fail(
+            f"the Snakemake job (exit {rc}) did not answer {name}:\n" + (work / "snakemake.log").read_text()[-6000:]
+        )
     return compared["models"][name]
 
 
@@ -316,9 +372,13 @@ def test_greedy_outputs_are_equal_but_at_near_ties(compared, name):
     for call, ours, theirs in zip(case["generate"], hf["generations"], vllm["generations"], strict=True):
         assert len(theirs["outputs"]) == len(ours["outputs"]) == len(call["prompts"])
         equal = sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"]))
-        print(f"{name}, stop {call['stop']!r}: {equal}/{len(call['prompts'])} greedy outputs equal "
-              f"(transformers {ours['seconds']} s, vLLM {theirs['seconds']} s)")
-        for prompt, a, b, ta, tb in zip(call["prompts"], ours["outputs"], theirs["outputs"], ours["tokens"], theirs["tokens"]):
+        print(
+            f"{name}, stop {call['stop']!r}: {equal}/{len(call['prompts'])} greedy outputs equal "
+            f"(transformers {ours['seconds']} s, vLLM {theirs['seconds']} s)"
+        )
+        for prompt, a, b, ta, tb in zip(
+            call["prompts"], ours["outputs"], theirs["outputs"], ours["tokens"], theirs["tokens"]
+        ):
             i = _first_difference(ta, tb)
             if i is None:
                 # The same tokens as far as both went (vLLM decodes past a whitespace stop string,
@@ -328,8 +388,10 @@ def test_greedy_outputs_are_equal_but_at_near_ties(compared, name):
             lp = _log_probs_after(gen, prompt, ta[:i])
             margin = float(lp[ta[i]] - lp[tb[i]])
             tokens = gen.tokenizer.convert_ids_to_tokens([ta[i], tb[i]])
-            print(f"  first difference at generated token {i}: transformers {tokens[0]!r}, vLLM {tokens[1]!r}, "
-                  f"log-prob margin {margin:.2e}: {a!r} / {b!r}")
+            print(
+                f"  first difference at generated token {i}: transformers {tokens[0]!r}, vLLM {tokens[1]!r}, "
+                f"log-prob margin {margin:.2e}: {a!r} / {b!r}"
+            )
             assert 0 <= margin < NEAR_TIE, (prompt[-200:], a, b)
 
 
@@ -347,8 +409,11 @@ def test_scores_agree_for_every_prompt_shape(compared, name):
             worst[label] = max(worst.get(label, 0.0), abs(x - y))
             assert y == pytest.approx(x, abs=SCORE_TOLERANCE), (label, pair[1][:40])
     assert {"empty prompt", "prompt", "target longer than prompt"} <= set(worst)
-    print(f"{name}: max |Δ log-prob| by shape: " + ", ".join(f"{k} {v:.1e}" for k, v in worst.items())
-          + f" (transformers {hf['scores'][0]['seconds']} s, vLLM {vllm['scores'][0]['seconds']} s)")
+    print(
+        f"{name}: max |Δ log-prob| by shape: "
+        + ", ".join(f"{k} {v:.1e}" for k, v in worst.items())
+        + f" (transformers {hf['scores'][0]['seconds']} s, vLLM {vllm['scores'][0]['seconds']} s)"
+    )
 
 
 @pytest.mark.parametrize("name", DEMO)

@@ -40,7 +40,9 @@ MODEL_RULES = ("answer_candidates", "answer_gold", "answer_reask", "judge", "ans
 
 
 def _dry_run(cwd: Path, *args: str) -> str:
-    out = subprocess.run(snakemake_cmd("-n", "--cores", "2", *args), cwd=cwd, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        snakemake_cmd("-n", "--cores", "2", *args), cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     return out.stdout + out.stderr
 
@@ -159,7 +161,9 @@ def test_a_model_job_run_by_hand_moves_to_venv_vllm_whose_vllm_is_the_cpu_build(
     probe.write_text(PROBE)
     env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
     args = ["dataset=wf-claims", "llm=gemma3-270m", "--configfile", *CONFIGS]
-    out = subprocess.run([sys.executable, str(probe), *args], cwd=checkout, capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(probe), *args], cwd=checkout, capture_output=True, text=True, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     prefix, version, device = out.stdout.split()[-3:]
     assert Path(prefix).resolve() == (ROOT / ".venv-vllm").resolve() and device == "cpu" and version.startswith("0.32")

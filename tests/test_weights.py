@@ -66,11 +66,21 @@ def fake_hub(tmp_path, monkeypatch):
         return types.SimpleNamespace(sha=COMMIT, siblings=[types.SimpleNamespace(rfilename=f) for f in files])
 
     def snapshot_download(repo_id, revision=None, local_dir=None, allow_patterns=None, ignore_patterns=None, **kw):
-        calls["download"].append({"repo": repo_id, "revision": revision, "local_dir": Path(local_dir), "allow": allow_patterns, "ignore": ignore_patterns})
+        calls["download"].append(
+            {
+                "repo": repo_id,
+                "revision": revision,
+                "local_dir": Path(local_dir),
+                "allow": allow_patterns,
+                "ignore": ignore_patterns,
+            }
+        )
         for f in repo.rglob("*"):
             name = f.relative_to(repo).as_posix()
-            if f.is_file() and any(fnmatch.fnmatch(name, p) for p in allow_patterns) and not any(
-                fnmatch.fnmatch(name, p) for p in ignore_patterns
+            if (
+                f.is_file()
+                and any(fnmatch.fnmatch(name, p) for p in allow_patterns)
+                and not any(fnmatch.fnmatch(name, p) for p in ignore_patterns)
             ):
                 (Path(local_dir) / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(f, Path(local_dir) / name)
@@ -82,7 +92,13 @@ def fake_hub(tmp_path, monkeypatch):
 
 
 def hub_spec(revision="main", **extra):
-    return {"backend": "vllm", "gpu": 1, "prompt_format": "chat", "weights": {"hub": "org/m", "revision": revision}, **extra}
+    return {
+        "backend": "vllm",
+        "gpu": 1,
+        "prompt_format": "chat",
+        "weights": {"hub": "org/m", "revision": revision},
+        **extra,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -132,7 +148,14 @@ def test_hub_weights_are_fetched_once_at_the_resolved_commit(fake_hub, tmp_path)
     assert manifest["fingerprint"] == f"hub:org/m@{COMMIT}"
     assert manifest["load_path"] == str(out.resolve()) and manifest["materialized"] and manifest["has_chat_template"]
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.name.startswith("."))
-    assert files == ["1_Pooling/config.json", "config.json", "manifest.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert files == [
+        "1_Pooling/config.json",
+        "config.json",
+        "manifest.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert not list(out.parent.glob(".m.tmp-*"))  # the download folder was renamed into place
     # Rerun, and rerun after Snakemake deleted the manifest (it does before running a job): no download.
     again = materialize("m", hub_spec("main"), out)
@@ -237,7 +260,11 @@ def test_a_killed_materialization_leaves_nothing_at_the_next_start(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert tmp.exists()  # a SIGKILL runs no cleanup...
-    spec = {"backend": "transformers", "prompt_format": "chat", "weights": {"path": str(_model_folder(tmp_path / "local"))}}
+    spec = {
+        "backend": "transformers",
+        "prompt_format": "chat",
+        "weights": {"path": str(_model_folder(tmp_path / "local"))},
+    }
     materialize("m", spec, out)
     assert not tmp.exists()  # ...the next materialization does
     assert sorted(p.name for p in out.parent.iterdir()) == [".sha256-cache.json", "m"]
@@ -296,9 +323,13 @@ def test_retriever_weights_fetched_once_and_used_offline(fake_hub, tmp_path, mon
     assert materialized_spec(spec, None) == spec
     # Local weights stay where they are.
     folder = _model_folder(tmp_path / "minilm")
-    described = materialize_retriever("minilm", {"backend": "sentence-transformers", "model": str(folder)}, tmp_path / "retrievers" / "minilm")
+    described = materialize_retriever(
+        "minilm", {"backend": "sentence-transformers", "model": str(folder)}, tmp_path / "retrievers" / "minilm"
+    )
     assert described["load_path"] == str(folder.resolve()) and described["fingerprint"].startswith("local:")
-    assert materialized_spec({"model": "x"}, tmp_path / "retrievers" / "minilm" / "manifest.json")["model"] == str(folder.resolve())
+    assert materialized_spec({"model": "x"}, tmp_path / "retrievers" / "minilm" / "manifest.json")["model"] == str(
+        folder.resolve()
+    )
 
 
 def test_weights_on_a_separate_volume_are_found_through_the_manifest(fake_hub, tmp_path, monkeypatch):
@@ -309,11 +340,16 @@ def test_weights_on_a_separate_volume_are_found_through_the_manifest(fake_hub, t
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
     seen = {}
     monkeypatch.setitem(sys.modules, "vllm", None)
-    monkeypatch.setattr("llm_utility.generation.vllm_backend.VLLMGenerator.__init__", lambda self, m, s, threads=None: seen.update(m) or None)
+    monkeypatch.setattr(
+        "llm_utility.generation.vllm_backend.VLLMGenerator.__init__",
+        lambda self, m, s, threads=None: seen.update(m) or None,
+    )
     load_generator(out / "manifest.json", hub_spec(COMMIT))
     assert seen["load_path"] == str(volume.resolve())
     spec = {"backend": "flagembedding", "model": "org/m", "revision": COMMIT}
-    materialize_retriever("bge", spec, tmp_path / "resources" / "retrievers" / "bge", weights_dir=tmp_path / "pvc" / "retrievers" / "bge")
+    materialize_retriever(
+        "bge", spec, tmp_path / "resources" / "retrievers" / "bge", weights_dir=tmp_path / "pvc" / "retrievers" / "bge"
+    )
     local = materialized_spec(spec, tmp_path / "resources" / "retrievers" / "bge" / "manifest.json")
     assert local["model"] == str((tmp_path / "pvc" / "retrievers" / "bge").resolve())
 

@@ -20,7 +20,11 @@ def test_lint_clean(repo):
     ("old", "new", "message"),
     [
         ("retriever: minilm", "retriever: nosuch", "datasets.wf-single.retriever = 'nosuch' is not in retrievers"),
-        ("\nfigures:", "\nreport:\n  figure1_dataset: nq\nfigures:", "report.figure1_dataset = 'nq' is not in datasets"),
+        (
+            "\nfigures:",
+            "\nreport:\n  figure1_dataset: nq\nfigures:",
+            "report.figure1_dataset = 'nq' is not in datasets",
+        ),
     ],
 )
 def test_bad_config_names_the_key(repo, tmp_path, old, new, message):
@@ -28,7 +32,9 @@ def test_bad_config_names_the_key(repo, tmp_path, old, new, message):
     text = (repo / "config" / "config.yaml").read_text()
     assert old in text
     bad.write_text(text.replace(old, new, 1))
-    out = subprocess.run(snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode != 0
     assert message in out.stdout + out.stderr
 
@@ -40,7 +46,9 @@ def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
     line = "  methods: [pointwise, pointwise_pa, listwise_pa, listwise_pa_reject]"
     assert line in text
     bad.write_text(text.replace(line, "  methods: [listwise_pa, pointwise_magic]"))
-    out = subprocess.run(snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        snakemake_cmd("-n", "--configfile", str(bad)), cwd=repo, capture_output=True, text=True, timeout=120
+    )
     text = out.stdout + out.stderr
     assert out.returncode != 0 and "judgments.methods: unknown judgment method 'pointwise_magic'" in text
     assert "pointwise_pa" in text and "listwise_pa_reject" in text
@@ -49,7 +57,9 @@ def test_unknown_judgment_method_lists_the_valid_ones(repo, tmp_path):
 @pytest.mark.slow
 def test_snakefmt_clean(repo):
     snakefmt = str(Path(snakemake_cmd()[0]).with_name("snakefmt"))
-    out = subprocess.run([snakefmt, "--check", "Snakefile", "rules"], cwd=repo, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [snakefmt, "--check", "Snakefile", "rules"], cwd=repo, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -58,7 +68,13 @@ def test_snakefmt_clean(repo):
 # comments state, measured with the demo models' tokenizers by the slow test below).
 LEAD_IN = "Based on the question and my own knowledge, the passages that give me useful information I did not already know are the following ones: "
 FULL_ANSWER_TOKENS = {
-    "smollm2-135m": {("listwise", 20): 82, ("rank", 20): 116, ("listwise", 5): 41, ("rank", 5): 45, ("pointwise", 1): 6},
+    "smollm2-135m": {
+        ("listwise", 20): 82,
+        ("rank", 20): 116,
+        ("listwise", 5): 41,
+        ("rank", 5): 45,
+        ("pointwise", 1): 6,
+    },
     "gemma3-270m": {("listwise", 20): 81, ("rank", 20): 97, ("listwise", 5): 40, ("rank", 5): 41, ("pointwise", 1): 5},
 }
 
@@ -83,7 +99,10 @@ def test_output_caps_hold_a_full_listwise_answer(repo, config, k):
 
     cfg = yaml.safe_load((repo / "config" / config).read_text())
     assert cfg["top_k"] == k
-    judgments, rankings = with_defaults("judgments", cfg.get("judgments", {})), with_defaults("rankings", cfg.get("rankings", {}))
+    judgments, rankings = (
+        with_defaults("judgments", cfg.get("judgments", {})),
+        with_defaults("rankings", cfg.get("rankings", {})),
+    )
     assert judgments["listwise_max_new_tokens"] >= _most_tokens("listwise", k)
     assert rankings["max_new_tokens"] >= _most_tokens("rank", k)
     assert judgments["pointwise_max_new_tokens"] >= _most_tokens("pointwise", 1)
@@ -103,11 +122,16 @@ def test_full_answer_token_counts_are_the_demo_tokenizers(repo, slug):
     from llm_utility.method.judgments import full_answer
 
     spec = yaml.safe_load((repo / "config" / "config.yaml").read_text())["llms"][slug]
-    tokenizer = AutoTokenizer.from_pretrained(materialize(slug, spec, repo / "resources" / "models" / slug)["load_path"])
+    tokenizer = AutoTokenizer.from_pretrained(
+        materialize(slug, spec, repo / "resources" / "models" / slug)["load_path"]
+    )
     formats = _formats(repo)
     for (form, k), stated in FULL_ANSWER_TOKENS[slug].items():
         text = full_answer(form, k, formats[form])
-        assert len(tokenizer(text if form == "pointwise" else LEAD_IN + text, add_special_tokens=False)["input_ids"]) == stated
+        assert (
+            len(tokenizer(text if form == "pointwise" else LEAD_IN + text, add_special_tokens=False)["input_ids"])
+            == stated
+        )
 
 
 def test_full_answers_follow_the_output_formats(repo):
@@ -121,12 +145,22 @@ def test_full_answers_follow_the_output_formats(repo):
     assert full_answer("listwise", 3, "[1], [3]") == "[1], [2], [3]" and full_answer("rank", 2) == "[1] > [2]"
 
 
-@pytest.mark.parametrize("form, k, key", [("rank", 20, "rankings.max_new_tokens"), ("listwise", 20, "judgments.listwise_max_new_tokens"), ("pointwise", 1, "judgments.pointwise_max_new_tokens")])
+@pytest.mark.parametrize(
+    "form, k, key",
+    [
+        ("rank", 20, "rankings.max_new_tokens"),
+        ("listwise", 20, "judgments.listwise_max_new_tokens"),
+        ("pointwise", 1, "judgments.pointwise_max_new_tokens"),
+    ],
+)
 def test_a_cap_that_cannot_hold_a_full_answer_stops_the_job(tmp_path, repo, form, k, key):
     from llm_utility.method.judgments import check_output_cap, full_answer
     from standin import StandInGenerator, stand_in_manifest, write_tiny_model
 
-    gen = StandInGenerator(stand_in_manifest(write_tiny_model(tmp_path / "m")), {"backend": "transformers", "weights": {"path": str(tmp_path / "m")}, "prompt_format": "chat"})
+    gen = StandInGenerator(
+        stand_in_manifest(write_tiny_model(tmp_path / "m")),
+        {"backend": "transformers", "weights": {"path": str(tmp_path / "m")}, "prompt_format": "chat"},
+    )
     fmt = _formats(repo)[form]
     needed = gen.count_tokens([full_answer(form, k, fmt)], special=False)[0]
     check_output_cap(gen, form, k, needed, key, fmt)

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 def _dry_run(cwd, *args):
-    out = subprocess.run(snakemake_cmd("-n", "--cores", "4", *args), cwd=cwd, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        snakemake_cmd("-n", "--cores", "4", *args), cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     return out.stdout + out.stderr
 
@@ -60,6 +62,7 @@ def _model_jobs(counts, rule):
 def test_paper_config_resolves_full_dag(paper_dag, repo):
     counts = _job_counts(paper_dag)
     n_datasets, n_llms, n_thinking = 6, 4, 1
+
     # datasets.<name>.shards, per rule: each job of a rule a dataset shards runs once per query
     # shard, and one gather job per (rule, dataset, LLM) writes the table every consumer reads.
     def jobs_per_llm(rule):
@@ -92,7 +95,17 @@ def test_paper_config_resolves_full_dag(paper_dag, repo):
     for rule in ("answer_gold", "judge", "answer_judgments", "answer_reask", "answer_run"):
         assert counts.get(f"{rule}_gather", 0) == gathers(rule), rule
     assert counts["qrels"] == n_datasets * n_llms * 2
-    for table in ("table1", "table2", "table3", "table4", "table5", "table7", "table8", "figure_perplexity", "figure_selection_transfer"):
+    for table in (
+        "table1",
+        "table2",
+        "table3",
+        "table4",
+        "table5",
+        "table7",
+        "table8",
+        "figure_perplexity",
+        "figure_selection_transfer",
+    ):
         assert counts[table] == 1, table
     assert counts["figure_transfer"] == 3
     assert counts["encode_corpus_shard"] == 2 * 64  # two corpora, 64 GPU shards each
@@ -133,7 +146,8 @@ def test_every_rule_that_loads_an_llm_is_in_the_model_rules_table(paper_dag):
         return found.group(1) if found else ""
 
     loading = {
-        rule for rule, block in _jobs(paper_dag)
+        rule
+        for rule, block in _jobs(paper_dag)
         if manifest.search(line(block, "output"))
         or (manifest.search(line(block, "input")) and re.search(r"\bgpu=", line(block, "resources")))
     }
@@ -160,8 +174,14 @@ def test_paper_config_tags_gpu_jobs(paper_dag):
         # Every model job asks for the runtime its expected time needs, within the 8-hour limit.
         assert all(0 < int(re.search(r"runtime=(\d+)", r).group(1)) <= 480 for r in jobs), rule
     # qwen3-32b is configured with two GPUs (tensor parallel)
-    assert re.search(r"output: results/nq/(parts/1-of-\d+/)?qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S)
-    assert re.search(r"output: [^\n]*results/nq/(parts/1-of-\d+/)?qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2", paper_dag, re.S)
+    assert re.search(
+        r"output: results/nq/(parts/1-of-\d+/)?qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S
+    )
+    assert re.search(
+        r"output: [^\n]*results/nq/(parts/1-of-\d+/)?qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2",
+        paper_dag,
+        re.S,
+    )
 
 
 def test_default_config_resolves(fresh):
@@ -176,8 +196,16 @@ def test_default_config_resolves(fresh):
     outputs = re.search(r"output: ([^\n]*)", job).group(1).split(", ")
     assert sorted(o.rsplit("/", 1)[1] for o in outputs) == sorted(
         f"reask_{c}.parquet"
-        for c in ("none", "human", "topk", "union", "gold_C_from_smollm2-135m", "gold_C_from_gemma3-270m",
-                  "gold_U_from_smollm2-135m", "gold_U_from_gemma3-270m")
+        for c in (
+            "none",
+            "human",
+            "topk",
+            "union",
+            "gold_C_from_smollm2-135m",
+            "gold_C_from_gemma3-270m",
+            "gold_U_from_smollm2-135m",
+            "gold_U_from_gemma3-270m",
+        )
     )
     table1 = re.search(r"rule table1:\n(.*?)\n\n", text, re.S).group(1)
     assert "answers/reask_gold_U_from_gemma3-270m.parquet" in table1 and "answers/reask_none.parquet" in table1
@@ -206,14 +234,23 @@ def test_own_corpora_and_datasets_need_no_other_edit(fresh, tmp_path):
     as it is, and Figure 1 (right) shows the first dataset."""
     cfg = yaml.safe_load((fresh / "config" / "config.yaml").read_text())
     passages = tmp_path / "passages.tsv"
-    passages.write_text("id\ttext\ttitle\n1\tParis is the capital of France.\tFrance\n2\tThe Seine flows through Paris.\tSeine\n")
+    passages.write_text(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tFrance\n2\tThe Seine flows through Paris.\tSeine\n"
+    )
     questions = tmp_path / "questions.jsonl"
-    questions.write_text('{"id": "q1", "question": "What is the capital of France?", "answers": ["Paris"], "human_pids": ["1"]}\n')
+    questions.write_text(
+        '{"id": "q1", "question": "What is the capital of France?", "answers": ["Paris"], "human_pids": ["1"]}\n'
+    )
     claims = tmp_path / "claims.jsonl"
-    claims.write_text('{"id": "c1", "question": "The Seine flows through Paris.", "answers": ["SUPPORTS"], "task": "fact"}\n')
+    claims.write_text(
+        '{"id": "c1", "question": "The Seine flows through Paris.", "answers": ["SUPPORTS"], "task": "fact"}\n'
+    )
     cfg["corpora"] = {"my-passages": {"source": "local", "path": str(passages)}}
     local = {"source": "local", "corpus": "my-passages", "retriever": "minilm"}
-    cfg["datasets"] = {"my-questions": {**local, "queries": str(questions)}, "my-claims": {**local, "queries": str(claims)}}
+    cfg["datasets"] = {
+        "my-questions": {**local, "queries": str(questions)},
+        "my-claims": {**local, "queries": str(claims)},
+    }
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump(cfg, sort_keys=False))
     text = _dry_run(fresh, "--configfile", str(mine))

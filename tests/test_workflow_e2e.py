@@ -67,19 +67,50 @@ REPORTED = [
     "results/tables/findings.md",
     "results/tables/findings.html",
     "results/findings.json",
-    *(f"results/tables/{name}.md" for name in (
-        "retrieval", "table1_rag", "empty_answers", "table6_datasets", "table2_selection", "table3_rag_selection", "table4_ranking", "table5_thinking",
-        "table7_rag_reranked", "table8_known_rejection", "external_runs", "qrels_agreement", "transfer_unknown_both_U",
-        "transfer_unknown_both_C", "cost",
-    )),
-    *(f"results/figures/{name}.png" for name in (
-        "fig1_left_topk", "fig1_right_transfer", "fig2_transfer_U", "fig8_transfer_C", "fig3_overlap",
-        "fig4_perplexity", "fig9_selection_transfer", "external_runs",
-    )),
+    *(
+        f"results/tables/{name}.md"
+        for name in (
+            "retrieval",
+            "table1_rag",
+            "empty_answers",
+            "table6_datasets",
+            "table2_selection",
+            "table3_rag_selection",
+            "table4_ranking",
+            "table5_thinking",
+            "table7_rag_reranked",
+            "table8_known_rejection",
+            "external_runs",
+            "qrels_agreement",
+            "transfer_unknown_both_U",
+            "transfer_unknown_both_C",
+            "cost",
+        )
+    ),
+    *(
+        f"results/figures/{name}.png"
+        for name in (
+            "fig1_left_topk",
+            "fig1_right_transfer",
+            "fig2_transfer_U",
+            "fig8_transfer_C",
+            "fig3_overlap",
+            "fig4_perplexity",
+            "fig9_selection_transfer",
+            "external_runs",
+        )
+    ),
     "results/config.yaml",
 ]
 # Rules that draw a figure (external_runs writes its table and its figure in one job).
-FIGURE_RULES = {"figure_topk", "figure_transfer", "figure_overlap", "figure_perplexity", "figure_selection_transfer", "external_runs"}
+FIGURE_RULES = {
+    "figure_topk",
+    "figure_transfer",
+    "figure_overlap",
+    "figure_perplexity",
+    "figure_selection_transfer",
+    "external_runs",
+}
 
 
 # The two LLMs (slug: architecture), of two families as the demo's are.
@@ -94,8 +125,10 @@ def _tiny_llms(cfg, models):
     for (slug, arch), like in zip(TINY_LLMS.items(), demo, strict=True):
         spec = {k: v for k, v in like.items() if k not in ("weights", "family", "prompt_format")}
         llms[slug] = {
-            **spec, "weights": {"path": str(write_tiny_model(models / slug, arch))},
-            "prompt_format": "chat" if arch == "llama" else "completion", "family": f"tiny-{arch}",
+            **spec,
+            "weights": {"path": str(write_tiny_model(models / slug, arch))},
+            "prompt_format": "chat" if arch == "llama" else "completion",
+            "family": f"tiny-{arch}",
         }
     return llms
 
@@ -158,7 +191,12 @@ def test_answers_and_gold_follow_eq1(demo):
             known = dict(none.select("qid", "correct").iter_rows())
             for name in ("C", "U"):
                 gold = pl.read_parquet(base / f"gold_{name}.parquet")
-                expected = {(q, p) for q, pool in cands.of(name).items() for p in pool if (q, p) in correct_alone and not known[q]}
+                expected = {
+                    (q, p)
+                    for q, pool in cands.of(name).items()
+                    for p in pool
+                    if (q, p) in correct_alone and not known[q]
+                }
                 assert set(gold.iter_rows()) == expected
                 answered = pl.read_parquet(base / f"answers/gold_{name}_from_{llm}.parquet")
                 sizes = dict(answered.select("qid", pl.col("pids").list.len()).iter_rows())
@@ -175,7 +213,9 @@ def test_reask_reverses_the_passages_under_a_new_wording(demo):
     for dataset in cfg["datasets"]:
         for llm in cfg["llms"]:
             answers = workdir / f"results/{dataset}/{llm}/answers"
-            bases = ["none", "human", "topk", "union"] + [f"gold_{c}_from_{source}" for c in "CU" for source in cfg["llms"]]
+            bases = ["none", "human", "topk", "union"] + [
+                f"gold_{c}_from_{source}" for c in "CU" for source in cfg["llms"]
+            ]
             for base in bases:
                 original = dict(pl.read_parquet(answers / f"{base}.parquet").select("qid", "pids").iter_rows())
                 reask = dict(pl.read_parquet(answers / f"reask_{base}.parquet").select("qid", "pids").iter_rows())
@@ -226,7 +266,10 @@ def test_a_sharded_rule_runs_in_parts_and_gathers_them_in_query_order(demo):
     for llm in cfg["llms"]:
         for context in ("none", "single", "topk"):
             whole = pl.read_parquet(workdir / f"results/wf-claims/{llm}/answers/{context}.parquet")
-            pieces = [pl.read_parquet(workdir / f"results/wf-claims/parts/{part}/{llm}/answers/{context}.parquet") for part in parts]
+            pieces = [
+                pl.read_parquet(workdir / f"results/wf-claims/parts/{part}/{llm}/answers/{context}.parquet")
+                for part in parts
+            ]
             assert pl.concat(pieces).equals(whole)
             if context == "none":  # contiguous blocks of the query order, sizes 2 and 1
                 assert [p["qid"].to_list() for p in pieces] == [qids[:2], qids[2:]]
@@ -242,7 +285,11 @@ def test_a_sharded_rule_runs_in_parts_and_gathers_them_in_query_order(demo):
 def test_judgments_and_rankings_cover_the_judged_queries(demo):
     workdir, cfg, _ = demo
     for dataset in cfg["datasets"]:
-        first = pl.read_parquet(workdir / f"results/{dataset}/queries.parquet")["qid"].head(cfg["judgments"]["max_queries"]).to_list()
+        first = (
+            pl.read_parquet(workdir / f"results/{dataset}/queries.parquet")["qid"]
+            .head(cfg["judgments"]["max_queries"])
+            .to_list()
+        )
         cands = Candidates.from_table(pl.read_parquet(workdir / f"results/{dataset}/candidates.parquet"))
         for llm in cfg["llms"]:
             for method in ("pointwise", "listwise_pa", "listwise_pa_reject"):
@@ -277,7 +324,10 @@ def test_findings_transfer_control_and_cost(demo):
     assert found["table1_c_over_none"]["datasets_out_of_scope"] == [d for d in cfg["datasets"] if d != "wf-single"]
     assert found["listwise_pa_ranks_best"]["datasets"] == list(cfg["datasets"])
     # The demo's two LLMs are of two families: nothing to compare, and it says why.
-    assert found["same_family_overlap"]["status"] == "not run" and "share a family" in found["same_family_overlap"]["reason"]
+    assert (
+        found["same_family_overlap"]["status"] == "not run"
+        and "share a family" in found["same_family_overlap"]["reason"]
+    )
     table1 = found["table1_c_over_none"]
     assert table1["status"] == "run" and len(table1["cells"]) == len(cfg["datasets"]) * len(cfg["llms"])
     assert all(c["n"] == cfg["datasets"][c["dataset"]]["n_queries"] for c in table1["cells"])
@@ -352,11 +402,19 @@ def test_rerun_makes_no_call_and_styling_reruns_only_figures(repo, demo):
     rows = {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]}
     pair = f"results/wf-single/{CHAT}"
     method = cfg["judgments"]["rag_methods"][0]
-    targets = [f"{pair}/perplexity.parquet", f"{pair}/answers/selected_{method}_from_{BASE}.parquet", f"{pair}/answers/reask_none.parquet"]
-    forced = run_workflow(repo, workdir, cfg_path, "--cores", "2", *targets, "--forcerun", "judge", "answer_judgments", "answer_reask")
+    targets = [
+        f"{pair}/perplexity.parquet",
+        f"{pair}/answers/selected_{method}_from_{BASE}.parquet",
+        f"{pair}/answers/reask_none.parquet",
+    ]
+    forced = run_workflow(
+        repo, workdir, cfg_path, "--cores", "2", *targets, "--forcerun", "judge", "answer_judgments", "answer_reask"
+    )
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert {llm: count_rows(workdir / cfg["store_dir"] / llm) for llm in cfg["llms"]} == rows
-    assert {"judge", "answer_judgments", "answer_reask"} <= set(re.findall(r"\(Rule: (\w+)\)", forced.stdout + forced.stderr))
+    assert {"judge", "answer_judgments", "answer_reask"} <= set(
+        re.findall(r"\(Rule: (\w+)\)", forced.stdout + forced.stderr)
+    )
     # The forced outputs are newer than the tables that read them: mark those current (their inputs'
     # bytes did not change) so that the dry-runs below and the later tests start from a current DAG.
     touched = run_workflow(repo, workdir, cfg_path, "--touch", "--cores", "1")
@@ -407,7 +465,12 @@ def test_a_reordered_config_reruns_nothing(repo, demo):
     text = dry.stdout + dry.stderr
     assert dry.returncode == 0, text[-3000:]
     outputs = [o for line in re.findall(r"^\s+output: (.*)$", text, re.M) for o in line.split(", ")]
-    laid_out = [o for o in outputs if o.startswith(("results/tables/", "results/figures/", "results/explorer/")) or o in ("results/findings.json", "results/config.yaml")]
+    laid_out = [
+        o
+        for o in outputs
+        if o.startswith(("results/tables/", "results/figures/", "results/explorer/"))
+        or o in ("results/findings.json", "results/config.yaml")
+    ]
     assert outputs and laid_out == outputs, sorted(set(outputs) - set(laid_out))
 
 
@@ -424,10 +487,23 @@ def test_two_workflows_sharing_a_store_compute_every_call_once(repo, demo, tmp_p
     procs = [
         subprocess.Popen(
             snakemake_cmd(
-                "--snakefile", str(repo / "Snakefile"), "--directory", str(copy), "--configfile", str(cfg_path),
-                "--config", f"store_dir={store}", "--cores", "1", target, "--forcerun", "answer_candidates",
+                "--snakefile",
+                str(repo / "Snakefile"),
+                "--directory",
+                str(copy),
+                "--configfile",
+                str(cfg_path),
+                "--config",
+                f"store_dir={store}",
+                "--cores",
+                "1",
+                target,
+                "--forcerun",
+                "answer_candidates",
             ),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for copy in copies
     ]
@@ -456,8 +532,10 @@ def test_a_job_runs_by_hand_with_the_workflows_paths(repo, demo):
     table.unlink()
     out = subprocess.run(
         [sys.executable, str(repo / "workflow/scripts/selection_table.py"), "table2", "--configfile", str(cfg_path)],
-        cwd=workdir, capture_output=True, text=True, timeout=300,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert table.read_text() == before
-

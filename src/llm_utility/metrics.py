@@ -14,7 +14,9 @@ import regex
 
 # DPR's SimpleTokenizer: runs of letters/digits/marks are words, every other non-space,
 # non-control character is a token of its own.
-_TOKEN = regex.compile(r"([\p{L}\p{N}\p{M}]+)|([^\p{Z}\p{C}])", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+_TOKEN = regex.compile(
+    r"([\p{L}\p{N}\p{M}]+)|([^\p{Z}\p{C}])", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE
+)
 
 
 @lru_cache(maxsize=65536)
@@ -127,6 +129,7 @@ def retrieval_quality(queries, retrieved: Mapping[str, Sequence[str]], texts: Ma
 # Set and ranking metrics of utility judgments (paper Tables 2, 4 and 8; docs/method.md "The formulas").
 # ``selected``/``rankings`` and ``gold`` map a qid to pids; the queries are always gold's keys.
 
+
 def _mean(values) -> float:
     """Mean of ``values``; NaN (not an exception) over zero values."""
     values = list(values)
@@ -214,9 +217,7 @@ def set_metrics(
     }
 
 
-def ranking_metrics_per_query(
-    rankings: Mapping[str, Sequence[str]], gold: Mapping[str, Collection[str]], k: int = 5
-):
+def ranking_metrics_per_query(rankings: Mapping[str, Sequence[str]], gold: Mapping[str, Collection[str]], k: int = 5):
     """Per-query NDCG@k and Recall@k of rankings, gold as binary relevance, through trec_eval.
 
     Only queries with a non-empty gold set get a row (in gold's order); a query missing from

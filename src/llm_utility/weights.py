@@ -41,9 +41,7 @@ HUB_CONFIG_FILES = ("*.json", "*.jinja", "*.model", "*.tiktoken", "merges.txt", 
 # Duplicates of the weights in other formats (Llama's original/ checkpoint, ONNX exports).
 HUB_SKIP = ("original/*", "onnx/*", "openvino/*", "*.onnx", "*.onnx_data", "*.h5", "*.msgpack", "*.ot")
 # Files that change what a model computes; everything else in a folder (README, images) does not.
-_CONTENT_FILE = re.compile(
-    r"(.*\.(safetensors|bin|pt|pth|gguf|json|jinja|model|tiktoken)|merges\.txt|vocab\.txt)$"
-)
+_CONTENT_FILE = re.compile(r"(.*\.(safetensors|bin|pt|pth|gguf|json|jinja|model|tiktoken)|merges\.txt|vocab\.txt)$")
 MARKER = ".materialized.json"  # beside downloaded weights: what they are (survives Snakemake's output cleanup)
 OWNER = ".owner.lock"
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}
@@ -433,7 +431,9 @@ def _complete(folder: Path, marker: Mapping[str, Any] | None, repo: str, commit:
     )
 
 
-def fetch_hub_model(repo: str, revision: str, target: str | os.PathLike, extra_patterns: Sequence[str] = ()) -> dict[str, Any]:
+def fetch_hub_model(
+    repo: str, revision: str, target: str | os.PathLike, extra_patterns: Sequence[str] = ()
+) -> dict[str, Any]:
     """Download ``repo`` at ``revision`` into ``target`` once; return ``{repo, revision, commit, files}``.
 
     ``revision`` is resolved to its commit first and the download asks for that commit, so what
@@ -467,7 +467,9 @@ def fetch_hub_model(repo: str, revision: str, target: str | os.PathLike, extra_p
         write_json(marker, staging / MARKER)
         log.info(
             "downloaded %d files, %.1f GB, in %.0f s",
-            len(listing), sum(listing.values()) / 1e9, time.perf_counter() - started,
+            len(listing),
+            sum(listing.values()) / 1e9,
+            time.perf_counter() - started,
         )
         replace_dir(staging, target)
     return marker

@@ -11,7 +11,9 @@ if "snakemake" not in globals():
 
 from llm_utility.workflow import run_in_llm_python
 
-run_in_llm_python(snakemake.config, snakemake.params.extractor)  # under llms.<llm>.python when set, before the log opens
+run_in_llm_python(
+    snakemake.config, snakemake.params.extractor
+)  # under llms.<llm>.python when set, before the log opens
 
 from llm_utility.logs import log_to  # noqa: E402
 

@@ -16,7 +16,10 @@ from llm_utility.pipeline import findings_job  # noqa: E402
 from llm_utility.workflow import keyed_inputs  # noqa: E402
 
 findings_job(
-    **{kind: keyed_inputs(snakemake.input, kind) for kind in ("answers", "known", "gold", "queries", "perplexity", "judgments", "rankings")},
+    **{
+        kind: keyed_inputs(snakemake.input, kind)
+        for kind in ("answers", "known", "gold", "queries", "perplexity", "judgments", "rankings")
+    },
     llms=snakemake.params.llms,
     run_pairs=snakemake.input.get("run_pairs"),
     families=snakemake.params.families,

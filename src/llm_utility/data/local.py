@@ -280,5 +280,5 @@ def _parse_query(path, lineno: int, obj, corpus_pids: set[str] | None, default_t
     if task == "fact" and (len(set(answers)) != 1 or answers[0] not in FACT_LABELS):
         # Claims are scored by the verdict an answer states (metrics.score_answer): the label must be
         # exactly one of these, or the first model job that scores it would stop instead.
-        raise fail(f"a claim's 'answers' must be exactly [\"SUPPORTS\"] or [\"REFUTES\"], found {answers!r}")
+        raise fail(f'a claim\'s \'answers\' must be exactly ["SUPPORTS"] or ["REFUTES"], found {answers!r}')
     return (qid, question, list(answers), human_pids, task)

@@ -157,7 +157,9 @@ def map_by_text(evidence: pl.DataFrame, passages_path: str) -> tuple[pl.DataFram
 def map_by_pid(evidence: pl.DataFrame, passages_path: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rule ``pid``: qrels onto the collection they were judged in (one scan of the pid column)."""
     wanted = evidence["pid"].drop_nulls().unique().to_list()
-    present = set(pl.scan_parquet(passages_path).select("pid").filter(pl.col("pid").is_in(wanted)).collect()["pid"].to_list())
+    present = set(
+        pl.scan_parquet(passages_path).select("pid").filter(pl.col("pid").is_in(wanted)).collect()["pid"].to_list()
+    )
     mapped, unmapped = [], []
     for qid, ref, pid in evidence.select("qid", "ref", "pid").iter_rows():
         if pid in present:

@@ -74,8 +74,19 @@ def _qna_rows(path: str | os.PathLike, member: str | None) -> tuple[str, dict, I
                 raise DataFormatError(name, None, f"row {row!r}: duplicate query_id {qid} (first at row {seen[qid]!r})")
             seen[qid] = row
             extra = well_formed.get(row)
-            longs = distinct([a for a in (answers.get(row) or []) if a != NO_ANSWER] + (extra if isinstance(extra, list) else []))
-            yield qid, {"row": row, "query": queries[row], "type": types.get(row), "longs": longs, "passages": passages.get(row) or []}
+            longs = distinct(
+                [a for a in (answers.get(row) or []) if a != NO_ANSWER] + (extra if isinstance(extra, list) else [])
+            )
+            yield (
+                qid,
+                {
+                    "row": row,
+                    "query": queries[row],
+                    "type": types.get(row),
+                    "longs": longs,
+                    "passages": passages.get(row) or [],
+                },
+            )
 
     return name, doc, rows()
 
@@ -154,7 +165,9 @@ def read_qrels(path: str | os.PathLike, member: str | None = None) -> dict[str, 
             continue
         fields = line.split()
         if len(fields) != 4 or not fields[3].lstrip("-").isdigit():
-            raise DataFormatError(name, lineno, "expected TREC qrels `qid iteration pid relevance` (4 fields, integer relevance)")
+            raise DataFormatError(
+                name, lineno, "expected TREC qrels `qid iteration pid relevance` (4 fields, integer relevance)"
+            )
         qid, _, pid, rel = fields
         if int(rel) > 0 and pid not in out.setdefault(qid, []):
             out[qid].append(pid)
@@ -200,7 +213,8 @@ def load_msmarco_ranking_queries(
             evidence += [{"qid": qid, "ref": f"qrel{j}", "pid": pid} for j, pid in enumerate(qrels[qid])]
     if not rows:
         raise DataFormatError(
-            display_name(queries_path, queries_member), None,
+            display_name(queries_path, queries_member),
+            None,
             f"no queries left after joining {qna_name} and the filter (dropped: {dropped}); the queries "
             "file and the QnA file must be the same split (dev), whose query ids they share",
         )
@@ -222,7 +236,11 @@ def parse_extraction(output: str, long_answer: str) -> str | None:
 
 def extraction_requests(queries: pl.DataFrame) -> list[tuple[str, str, str]]:
     """(qid, question, long answer) for every long answer of every query."""
-    return [(q, question, a) for q, question, answers in queries.select("qid", "question", "answers").iter_rows() for a in answers]
+    return [
+        (q, question, a)
+        for q, question, answers in queries.select("qid", "question", "answers").iter_rows()
+        for a in answers
+    ]
 
 
 def short_answer_table(requests: list[tuple[str, str, str]], outputs: list[str]) -> pl.DataFrame:

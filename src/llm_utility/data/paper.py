@@ -10,7 +10,12 @@ from typing import Any
 PAPER_DATASETS = ("nq", "triviaqa", "hotpotqa", "2wikiqa", "msmarco-fqa", "fever")
 # The paper's query counts (Table 6), for the runtime estimates of a dataset that stands for one.
 PAPER_QUERY_COUNTS = {
-    "nq": 2837, "hotpotqa": 5600, "2wikiqa": 12576, "triviaqa": 5359, "msmarco-fqa": 3199, "fever": 10245,
+    "nq": 2837,
+    "hotpotqa": 5600,
+    "2wikiqa": 12576,
+    "triviaqa": 5359,
+    "msmarco-fqa": 3199,
+    "fever": 10245,
 }
 # The paper's datasets a demo (worldfacts) flavour stands for: single-hop questions like NQ and
 # TriviaQA, two-hop ones like HotpotQA and 2WikiQA, true/false claims like FEVER.

@@ -33,7 +33,9 @@ def prepare_corpus(name: str, cfg: Mapping, seed: int) -> pl.DataFrame:
     return conform(df, PASSAGES_SCHEMA, f"corpus {name}")
 
 
-def prepare_queries(name: str, cfg: Mapping, passages_path: str, seed: int, queries_path: str | None = None) -> pl.DataFrame:
+def prepare_queries(
+    name: str, cfg: Mapping, passages_path: str, seed: int, queries_path: str | None = None
+) -> pl.DataFrame:
     """The queries of a ``worldfacts`` or ``local`` dataset; ``queries_path`` is the declared JSONL input."""
     if cfg["source"] == "worldfacts":
         passages = pl.read_parquet(passages_path)

@@ -52,7 +52,9 @@ def read_run(path: str | os.PathLike) -> dict[str, list[str]]:
                 continue
             parts = line.split()
             if len(parts) != 6:
-                raise DataFormatError(path, lineno, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(parts)}")
+                raise DataFormatError(
+                    path, lineno, f"expected 6 fields 'qid Q0 docid rank score tag', found {len(parts)}"
+                )
             qid, _, pid, rank, score, _ = parts
             try:
                 rank_i, score_f = int(rank), float(score)
@@ -61,7 +63,9 @@ def read_run(path: str | os.PathLike) -> dict[str, list[str]]:
             if math.isnan(score_f):
                 raise DataFormatError(path, lineno, "score is NaN")
             if (qid, pid) in seen:
-                raise DataFormatError(path, lineno, f"docid {pid!r} repeats for query {qid!r} (first on line {seen[qid, pid]})")
+                raise DataFormatError(
+                    path, lineno, f"docid {pid!r} repeats for query {qid!r} (first on line {seen[qid, pid]})"
+                )
             seen[qid, pid] = lineno
             entries.setdefault(qid, []).append((-score_f, rank_i, pid))
     if not entries:
@@ -83,5 +87,7 @@ def read_ranked(path: str | os.PathLike) -> dict[str, list[str]]:
 
 def format_run(ranked: Mapping[str, Sequence[str]], tag: str) -> str:
     """A TREC run file's text from ranked docids per query (scores: descending from the list length)."""
-    lines = [f"{qid} Q0 {pid} {i + 1} {len(pids) - i} {tag}" for qid, pids in ranked.items() for i, pid in enumerate(pids)]
+    lines = [
+        f"{qid} Q0 {pid} {i + 1} {len(pids) - i} {tag}" for qid, pids in ranked.items() for i, pid in enumerate(pids)
+    ]
     return "\n".join(lines) + ("\n" if lines else "")

@@ -73,7 +73,9 @@ def load_2wiki_queries(
             raise fail("field 'context' must be a list of [title, sentences]")
         sentences = {}
         for item in context:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)):
+            if not (
+                isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)
+            ):
                 raise fail(f"context entries must be [title, [sentences]], found {item!r:.80}")
             sentences.setdefault(item[0], item[1])
         facts = rec.get("supporting_facts") or []
@@ -89,7 +91,9 @@ def load_2wiki_queries(
             seen_facts.add((title, sid))
             sents = sentences.get(title)
             text = sents[sid] if sents is not None and isinstance(sid, int) and 0 <= sid < len(sents) else None
-            evidence.append({"qid": qid, "ref": f"f{fi}", "title": title, "text": text if isinstance(text, str) else None})
+            evidence.append(
+                {"qid": qid, "ref": f"f{fi}", "title": title, "text": text if isinstance(text, str) else None}
+            )
         rows.append((qid, question.strip(), answers, "qa"))
     if not rows:
         raise DataFormatError(name, None, "no queries (the array is empty)")

@@ -944,7 +944,7 @@ class _Questions:
                 yield _Candidate(
                     "currency_via_city",
                     f"currency_via_city/{city.geonameid}",
-                    f"What is the official currency of the country in which the city of {city.name} " f"is located?",
+                    f"What is the official currency of the country in which the city of {city.name} is located?",
                     tuple(_currency_answers(c.currencies)),
                     (city.pid, f"{c.iso3}-currency"),
                     f,
@@ -1101,7 +1101,8 @@ def _usable(cands: Iterable[_Candidate]) -> list[_Candidate]:
     cands = [
         c
         for c in cands
-        if c.answers and (c.task == "fact" or not has_answer(c.question, c.answers))
+        if c.answers
+        and (c.task == "fact" or not has_answer(c.question, c.answers))
         # a claim whose value is part of the subject's name is trivial ("The capital of Djibouti is Djibouti")
         and not (c.task == "fact" and _claim_is_trivial(c.question))
     ]
@@ -1174,8 +1175,7 @@ def build_queries(flavour: str, n: int, seed: int, passages: pl.DataFrame) -> pl
             got = _round_robin(pool, k, rng, used)
             if len(got) < k:
                 raise ValueError(
-                    f"worldfacts claim: only {len(got)} {label} claims available from this corpus, need {k} "
-                    f"for n={n}"
+                    f"worldfacts claim: only {len(got)} {label} claims available from this corpus, need {k} for n={n}"
                 )
             picked += got
         rng.shuffle(picked)  # interleave the labels

@@ -107,7 +107,9 @@ class HFGenerator(Generator):
             fix_step_rows(model)
             model.set_attn_implementation(ROWWISE_ATTENTION)
         log.info(
-            "%s: weights loaded in %.1f s%s", self.slug, loaded - started,
+            "%s: weights loaded in %.1f s%s",
+            self.slug,
+            loaded - started,
             f", int8 in {time.perf_counter() - loaded:.1f} s" if self.dtype == "int8" else "",
         )
         base = model.generation_config

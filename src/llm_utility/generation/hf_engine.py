@@ -57,8 +57,14 @@ ROWWISE_ATTENTION = "llm_utility_rowwise_sdpa"
 CPU_ENGINE = "prefill-whole-step-rows-16-rowwise-attention-v1"
 
 
-def _rowwise_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def _rowwise_sdpa(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """transformers' SDPA attention, but a decoding step (one query per row) attends row by row to
     that row's own keys only, as it would alone.
 

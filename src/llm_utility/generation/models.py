@@ -247,7 +247,11 @@ def _check_chat_template(slug: str, spec: Mapping[str, Any], manifest: Mapping[s
 
 
 def _materialize_gguf(
-    manifest: dict[str, Any], weights: Mapping[str, Any], spec: Mapping[str, Any], out: Path, manifest_dir: Path,
+    manifest: dict[str, Any],
+    weights: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    out: Path,
+    manifest_dir: Path,
     started: float,
 ) -> dict[str, Any]:
     """Dequantize into ``out`` (manifest included); ``manifest_dir`` is where an earlier manifest may be."""

@@ -247,7 +247,12 @@ class VLLMGenerator(Generator):
         started = time.perf_counter()
         with _main_script_hidden():
             llm = self._vllm.LLM(**engine_kwargs(self.load_path, self.spec, self.dtype))
-        log.info("%s: vLLM %s engine started in %.1f s", self.slug, "CPU" if self.cpu else "GPU", time.perf_counter() - started)
+        log.info(
+            "%s: vLLM %s engine started in %.1f s",
+            self.slug,
+            "CPU" if self.cpu else "GPU",
+            time.perf_counter() - started,
+        )
         return llm
 
     def store_key_extras(self) -> dict[str, Any]:
@@ -256,7 +261,10 @@ class VLLMGenerator(Generator):
         version = getattr(self._vllm, "__version__", "unknown")
         if self.cpu:
             return {"vllm": version, "device": "cpu"}
-        return {"vllm": version, "tensor_parallel_size": engine_kwargs(self.load_path, self.spec, self.dtype)["tensor_parallel_size"]}
+        return {
+            "vllm": version,
+            "tensor_parallel_size": engine_kwargs(self.load_path, self.spec, self.dtype)["tensor_parallel_size"],
+        }
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int, stop: Sequence[str] = ()) -> list[str]:
         """Greedy continuations of ``prompts``; vLLM schedules the whole list itself.

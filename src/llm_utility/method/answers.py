@@ -202,7 +202,9 @@ def context_requests(
         if kind == "gold":  # a query with an empty gold set has no row: every query is answered
             return _in_order(table, cands.U)
         if kind == "run":
-            ranked = dict(table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid")).iter_rows())
+            ranked = dict(
+                table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid")).iter_rows()
+            )
             return [(q, tuple(ranked.get(q, ()))) for q in cands.U]
         # A judgment or ranking covers the queries it has rows for (a demo may judge only some).
         judged = set(table["qid"].to_list())
@@ -266,7 +268,10 @@ def render_requests(
             pids,
             render(
                 answer_prompt(
-                    prompts, info[qid]["task"], info[qid]["question"], [passages[p] for p in pids],
+                    prompts,
+                    info[qid]["task"],
+                    info[qid]["question"],
+                    [passages[p] for p in pids],
                     wording="reask" if is_reask(ctx) else "answer",
                 )
             ),

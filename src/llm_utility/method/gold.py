@@ -20,7 +20,9 @@ def known_flags(none_answers: pl.DataFrame) -> pl.DataFrame:
     return none_answers.select("qid", pl.col("correct").alias("known"))
 
 
-def gold_sets(none_answers: pl.DataFrame, single_answers: pl.DataFrame, cands: Candidates, candidates: str) -> pl.DataFrame:
+def gold_sets(
+    none_answers: pl.DataFrame, single_answers: pl.DataFrame, cands: Candidates, candidates: str
+) -> pl.DataFrame:
     """Long table (qid, pid) of the gold passages among candidate set ``candidates`` ("C" or "U")."""
     known = dict(zip(none_answers["qid"].to_list(), none_answers["correct"].to_list()))
     helped = {

@@ -144,7 +144,9 @@ def listwise_messages(
         {"role": "assistant", "content": w["intro_ack"]},
     ]
     for i, passage in enumerate(passages, start=1):
-        messages.append({"role": "user", "content": w["passage"].format(i=i, passage=render_passages(prompts, [passage]))})
+        messages.append(
+            {"role": "user", "content": w["passage"].format(i=i, passage=render_passages(prompts, [passage]))}
+        )
         messages.append({"role": "assistant", "content": w["passage_ack"].format(i=i)})
     content = final.format(question=question, num=len(passages), **_parts(prompts, method, pseudo_answer))
     messages.append({"role": "user", "content": _clean(content)})
@@ -180,7 +182,7 @@ def full_answer(form: str, k: int, fmt: str | None = None) -> str:
         separator = " > " if form == "rank" else ", "
         return separator.join(f"[{i}]" for i in range(1, k + 1))
     ids = found.group("sep").join(f"[{i}]" for i in range(1, k + 1))
-    return fmt[: found.start()] + ids + fmt[found.end():]
+    return fmt[: found.start()] + ids + fmt[found.end() :]
 
 
 def check_output_cap(generator, form: str, k: int, max_new_tokens: int, key: str, fmt: str | None = None) -> None:
@@ -245,14 +247,24 @@ def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int
         if method.form == "pointwise":
             for passage in pool:
                 keys.append((qid, passage.pid))
-                texts.append(render_judgment(wordings, method, gen, pointwise_prompt(wordings, method, question, passage, answer)))
+                texts.append(
+                    render_judgment(
+                        wordings, method, gen, pointwise_prompt(wordings, method, question, passage, answer)
+                    )
+                )
         else:
             keys.append((qid, None))
-            texts.append(render_judgment(wordings, method, gen, listwise_messages(wordings, method, question, pool, answer)))
+            texts.append(
+                render_judgment(wordings, method, gen, listwise_messages(wordings, method, question, pool, answer))
+            )
     labels = [f"dataset {task.dataset}, query {qid}, judgment {method.name}" for qid, _ in keys]
     gen.check_fits(texts, labels, reserve=max_new_tokens)
     outputs = task.calls.generate(
-        gen, texts, max_new_tokens=max_new_tokens, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
+        gen,
+        texts,
+        max_new_tokens=max_new_tokens,
+        stop=task.spec["stop"],
+        batch_size=task.spec["batch_size"],
         desc=f"{gen.slug} {task.dataset} {method.name}",
     )
     fmt = output_format(wordings, method.form)

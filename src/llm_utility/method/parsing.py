@@ -156,7 +156,7 @@ class JudgmentPrompt:
         self.output_format = output_format
         found = _MARKER.match(output_format)
         self.marker = found.group(1).strip() + ":" if found and found.group(1).strip() else None
-        body = output_format[found.end():] if found else output_format
+        body = output_format[found.end() :] if found else output_format
         self.example_ids = tuple(_to_id(d) for _, d in _explicit_numbers(body))
         self.placeholders = frozenset(m.group(1).casefold() for m in _PLACEHOLDER.finditer(body))
         self.yes_no_choice = bool(_YES_NO_ECHO.match(body))
@@ -164,7 +164,9 @@ class JudgmentPrompt:
         self.runs: frozenset[tuple[str, ...]] = frozenset(
             run for text in (*self.texts, output_format) for run in _runs([w.group().casefold() for w in _words(text)])
         )
-        self.headers = frozenset((m.group(1), m.group(2).casefold()) for text in self.texts for m in _HEADER.finditer(text))
+        self.headers = frozenset(
+            (m.group(1), m.group(2).casefold()) for text in self.texts for m in _HEADER.finditer(text)
+        )
 
     def __repr__(self) -> str:
         return f"JudgmentPrompt({len(self.texts)} texts, output_format={self.output_format!r})"
@@ -175,8 +177,8 @@ class JudgmentPrompt:
         if self._marker_re is None:
             return text
         for match in reversed(list(self._marker_re.finditer(text))):
-            if text[match.end():].strip():
-                return text[match.end():]
+            if text[match.end() :].strip():
+                return text[match.end() :]
         return text
 
     def copied(self, text: str) -> list[tuple[int, int]]:
@@ -198,7 +200,9 @@ class JudgmentPrompt:
             else:
                 spans.append((word.start(), end))
         # "[n] <the first word of passage n>": a passage's header, however short the copy.
-        spans += [(m.start(), m.end()) for m in _HEADER.finditer(text) if (m.group(1), m.group(2).casefold()) in self.headers]
+        spans += [
+            (m.start(), m.end()) for m in _HEADER.finditer(text) if (m.group(1), m.group(2).casefold()) in self.headers
+        ]
         return sorted(spans)
 
     def copied_share(self, text: str, spans: Sequence[tuple[int, int]]) -> float:
@@ -283,6 +287,7 @@ def _valid_unique(ids: Iterable[int], k: int) -> list[int]:
 def _identifiers(text: str, k: int, copied: Sequence[tuple[int, int]] = ()) -> tuple[list[int], list[int]]:
     """(own, all): the in-range, unique identifiers ``text`` names outside copied text, and all it
     names. Explicit identifiers win over bare numbers of list-like lines, in each of the two."""
+
     def first_kind(with_copied: bool) -> list[int]:
         for found in (_explicit_numbers(text), _list_like_numbers(text)):
             kept = [d for span, d in found if with_copied or not _inside(*span, copied)]

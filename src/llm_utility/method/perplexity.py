@@ -19,7 +19,13 @@ def perplexity(logprobs: Sequence[float]) -> float:
 
 
 def perplexity_rows(
-    dataset: str, queries: pl.DataFrame, cands: Candidates, gold: pl.DataFrame, gen: Any, calls: Any, spec: Mapping[str, Any]
+    dataset: str,
+    queries: pl.DataFrame,
+    cands: Candidates,
+    gold: pl.DataFrame,
+    gen: Any,
+    calls: Any,
+    spec: Mapping[str, Any],
 ) -> pl.DataFrame:
     """The LLM's perplexity of each human passage of the queries whose gold set (U) is not empty,
     alone (``{title} {text}`` after the BOS token) and after its query (``{question} {title}

@@ -68,7 +68,9 @@ def _merge(base: dict, overlay: Mapping) -> dict:
     """``overlay`` deep-merged over ``base`` (mappings merge, anything else replaces)."""
     out = dict(base)
     for key, value in overlay.items():
-        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        )
     return out
 
 
@@ -100,9 +102,7 @@ def load_prompts(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> dict
 
 def render_passages(prompts: Mapping, passages: Sequence[Passage]) -> str:
     """Render passages as ``{title} {text}`` joined by the configured separator."""
-    return prompts["passage_separator"].join(
-        prompts["passage"].format(title=p.title, text=p.text) for p in passages
-    )
+    return prompts["passage_separator"].join(prompts["passage"].format(title=p.title, text=p.text) for p in passages)
 
 
 def answer_prompt(
@@ -115,7 +115,9 @@ def answer_prompt(
     try:
         templates = prompts[wording][task]
     except KeyError:
-        raise ValueError(f"no {wording} prompt for task '{task}' (expected one of {sorted(prompts[wording])})") from None
+        raise ValueError(
+            f"no {wording} prompt for task '{task}' (expected one of {sorted(prompts[wording])})"
+        ) from None
     if not passages:
         return templates["no_passages"].format(question=question)
     return templates["with_passages"].format(question=question, passages=render_passages(prompts, passages))

@@ -37,7 +37,9 @@ from .parsing import ECHO, GENUINE, JudgmentPrompt, parse_ranking
 from .prompts import answer_prompt, render_passages
 
 
-def from_scores(pools: Mapping[str, Sequence[str]], scores: Mapping[str, Sequence[float]], parsed: Mapping[str, bool]) -> pl.DataFrame:
+def from_scores(
+    pools: Mapping[str, Sequence[str]], scores: Mapping[str, Sequence[float]], parsed: Mapping[str, bool]
+) -> pl.DataFrame:
     """Rank each query's ``pools`` (retrieval order) by ``scores``, highest first; ties and NaN
     scores keep retrieval order (a query whose scores are all equal keeps the retriever's ranking)."""
     rows = []
@@ -63,7 +65,10 @@ def from_orders(
     for qid, pids in pools.items():
         order = list(orders[qid])
         k = len(order)
-        rows += [(qid, pids[i - 1], r, float(k - r + 1), parsed[qid], echo.get(qid, False)) for r, i in enumerate(order, start=1)]
+        rows += [
+            (qid, pids[i - 1], r, float(k - r + 1), parsed[qid], echo.get(qid, False))
+            for r, i in enumerate(order, start=1)
+        ]
     return pl.DataFrame(rows, schema=RANKINGS_SCHEMA, orient="row")
 
 
@@ -110,17 +115,31 @@ def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> 
     pseudo = task.pseudo_answers.get("topk", {})
     texts = [
         render_judgment(
-            task.prompts, method, gen,
-            listwise_messages(task.prompts, method, questions[qid], [task.passages[p] for p in pool], pseudo.get(qid, "") if method.pseudo_answer else None),
+            task.prompts,
+            method,
+            gen,
+            listwise_messages(
+                task.prompts,
+                method,
+                questions[qid],
+                [task.passages[p] for p in pool],
+                pseudo.get(qid, "") if method.pseudo_answer else None,
+            ),
         )
         for qid, pool in pools.items()
     ]
     max_new = cfg["max_new_tokens"]
     fmt = output_format(task.prompts, "rank")
     check_output_cap(gen, "rank", max(map(len, pools.values()), default=0), max_new, "rankings.max_new_tokens", fmt)
-    gen.check_fits(texts, [f"dataset {task.dataset}, query {qid}, ranking {method.name}" for qid in pools], reserve=max_new)
+    gen.check_fits(
+        texts, [f"dataset {task.dataset}, query {qid}, ranking {method.name}" for qid in pools], reserve=max_new
+    )
     outs = task.calls.generate(
-        gen, texts, max_new_tokens=max_new, stop=task.spec["stop"], batch_size=task.spec["batch_size"],
+        gen,
+        texts,
+        max_new_tokens=max_new,
+        stop=task.spec["stop"],
+        batch_size=task.spec["batch_size"],
         desc=f"{gen.slug} {task.dataset} rank {method.name}",
     )
     orders, parsed, echo = {}, {}, {}
@@ -142,7 +161,9 @@ def _likelihood(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
             keys.append(qid)
             pairs.append((prompt, pseudo.get(qid, "")))
     gen.check_fits([p for p, _ in pairs], [f"dataset {task.dataset}, query {k}, likelihood" for k in keys], reserve=64)
-    logprobs = task.calls.score(gen, pairs, batch_size=task.spec["batch_size"], desc=f"{gen.slug} {task.dataset} likelihood")
+    logprobs = task.calls.score(
+        gen, pairs, batch_size=task.spec["batch_size"], desc=f"{gen.slug} {task.dataset} likelihood"
+    )
     scores: dict[str, list[float]] = {qid: [] for qid in pools}
     for qid, lp in zip(keys, logprobs, strict=True):
         scores[qid].append(likelihood_score(lp, cfg["likelihood_normalization"]))
@@ -159,8 +180,12 @@ def _attention(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
         prompt = gen.render(answer_prompt(task.prompts, tasks[qid], questions[qid], [task.passages[p] for p in pool]))
         rendered = [render_passages(task.prompts, [task.passages[p]]) for p in pool]
         requests.append(AttentionRequest(prompt, passage_spans(prompt, rendered), pseudo.get(qid, "")))
-    gen.check_fits([r.prompt for r in requests], [f"dataset {task.dataset}, query {qid}, attention" for qid in pools], reserve=64)
-    masses = task.calls.attention(gen, requests, pooling=cfg["attention_pooling"], desc=f"{gen.slug} {task.dataset} attention")
+    gen.check_fits(
+        [r.prompt for r in requests], [f"dataset {task.dataset}, query {qid}, attention" for qid in pools], reserve=64
+    )
+    masses = task.calls.attention(
+        gen, requests, pooling=cfg["attention_pooling"], desc=f"{gen.slug} {task.dataset} attention"
+    )
     return from_scores(pools, dict(zip(pools, masses, strict=True)), dict.fromkeys(pools, True))
 
 
@@ -178,8 +203,7 @@ class RankingMethod:
 RANKING_METHODS: dict[str, RankingMethod] = {
     "retriever": RankingMethod("retriever", _retriever, uses_model=False),
     **{
-        name: RankingMethod(name, functools.partial(_verbal, method))
-        for name, method in VERBAL_RANKING_METHODS.items()
+        name: RankingMethod(name, functools.partial(_verbal, method)) for name, method in VERBAL_RANKING_METHODS.items()
     },
     "likelihood": RankingMethod("likelihood", _likelihood),
     "attention": RankingMethod("attention", _attention, attention=True),

@@ -80,7 +80,9 @@ def answer_job(
         wordings = load_prompts(prompts)
 
         def generate(texts: list[str]) -> list[str]:
-            labels = [f"dataset {dataset}, query {qid}, context {ctx}" for ctx, reqs in requests.items() for qid, _ in reqs]
+            labels = [
+                f"dataset {dataset}, query {qid}, context {ctx}" for ctx, reqs in requests.items() for qid, _ in reqs
+            ]
             gen.check_fits(texts, labels, reserve=spec["max_new_tokens"])
             outs = calls.generate(
                 gen,
@@ -98,7 +100,9 @@ def answer_job(
             write_parquet(frame, path)
             log.info(
                 "%s: %d calls, correct %.1f%%, empty outputs %.1f%%",
-                ctx, frame.height, 100 * frame["correct"].mean() if frame.height else 0.0,
+                ctx,
+                frame.height,
+                100 * frame["correct"].mean() if frame.height else 0.0,
                 100 * empty_share(frame["output"].to_list()),
             )
         return calls.stats
@@ -115,4 +119,3 @@ def gold_job(*, candidates: str, none: str, single: str, outputs: Mapping[str, s
     known = known_flags(none_df)
     write_parquet(known, outputs["known"])
     log.info("known queries: %d of %d", known["known"].sum(), known.height)
-

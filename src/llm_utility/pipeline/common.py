@@ -36,12 +36,25 @@ def model_session(
     check_visible_gpus(int(spec.get("gpu") or 0), f"{job} (its LLM's gpu setting)")
     started = time.perf_counter()
     generator = load_generator(manifest, spec, threads=threads)
-    log.info("%s: backend %s, dtype %s (llms.%s.dtype: %s)", generator.slug, generator.backend, generator.dtype, generator.slug, spec.get("dtype"))
+    log.info(
+        "%s: backend %s, dtype %s (llms.%s.dtype: %s)",
+        generator.slug,
+        generator.backend,
+        generator.dtype,
+        generator.slug,
+        spec.get("dtype"),
+    )
     try:
         with GenerationStore(store, job=job) as calls:
             yield generator, calls
             log.info("generation store: %s", calls.summary())
-            stats = {"llm": generator.slug, "job": job, "backend": generator.backend, "dtype": generator.dtype, "calls": calls.stats}
+            stats = {
+                "llm": generator.slug,
+                "job": job,
+                "backend": generator.backend,
+                "dtype": generator.dtype,
+                "calls": calls.stats,
+            }
             if calls.sections:
                 stats["methods"] = calls.sections
             log.info("store_stats %s", json.dumps(stats))

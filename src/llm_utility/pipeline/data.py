@@ -32,7 +32,9 @@ from ..schemas import (
 _log = logging.getLogger("llm_utility")
 
 
-def download_job(*, url: str, output: str, sha256: str | None, md5: str | None, retries: int, timeout: float, log=_log) -> None:
+def download_job(
+    *, url: str, output: str, sha256: str | None, md5: str | None, retries: int, timeout: float, log=_log
+) -> None:
     """Rule download_data: fetch one configured URL into resources/ (retries, resume, checksum)."""
     download(url, output, sha256=sha256, md5=md5, retries=retries, timeout=timeout, log=log)
 
@@ -40,7 +42,9 @@ def download_job(*, url: str, output: str, sha256: str | None, md5: str | None, 
 # --- corpora -------------------------------------------------------------------------------------
 
 
-def prepare_corpus_job(*, name: str, cfg: Mapping, inputs: Mapping[str, object], output: str, seed: int, log=_log) -> int:
+def prepare_corpus_job(
+    *, name: str, cfg: Mapping, inputs: Mapping[str, object], output: str, seed: int, log=_log
+) -> int:
     """Rule prepare_corpus: write ``passages.parquet`` (pid, title, text); return the passage count.
 
     File sources stream: memory holds one chunk of passages (plus the ids, for the duplicate check).
@@ -69,7 +73,9 @@ def prepare_corpus_job(*, name: str, cfg: Mapping, inputs: Mapping[str, object],
     return n
 
 
-def chunk_corpus_shard_job(*, knowledge_source: str, shard: int, n_shards: int, words: int, output: str, log=_log) -> int:
+def chunk_corpus_shard_job(
+    *, knowledge_source: str, shard: int, n_shards: int, words: int, output: str, log=_log
+) -> int:
     """Rule chunk_corpus_shard: one shard of a KILT knowledge source as passages with spans."""
     started, n = time.perf_counter(), 0
     with atomic_path(output) as tmp:
@@ -81,7 +87,9 @@ def chunk_corpus_shard_job(*, knowledge_source: str, shard: int, n_shards: int, 
         finally:
             writer.close()
     seconds = time.perf_counter() - started
-    log.info("shard %d/%d: %d passages in %.1f s (%.0f passages/s)", shard, n_shards, n, seconds, n / max(seconds, 1e-9))
+    log.info(
+        "shard %d/%d: %d passages in %.1f s (%.0f passages/s)", shard, n_shards, n, seconds, n / max(seconds, 1e-9)
+    )
     return n
 
 
@@ -118,14 +126,23 @@ def _check_unique_pids(path: str, name: str) -> None:
     first = pl.scan_parquet(path).select("pid").filter(pl.col("pid").str.ends_with("_0"))
     dupes = first.group_by("pid").len().filter(pl.col("len") > 1).head(3).collect()
     if dupes.height:
-        raise ValueError(f"{name}: duplicate passage ids {dupes['pid'].to_list()} (a page id occurs twice in the knowledge source?)")
+        raise ValueError(
+            f"{name}: duplicate passage ids {dupes['pid'].to_list()} (a page id occurs twice in the knowledge source?)"
+        )
 
 
 # --- datasets ------------------------------------------------------------------------------------
 
 
 def load_queries_job(
-    *, name: str, cfg: Mapping, inputs: Mapping[str, str], queries_out: str, evidence_out: str, summary_out: str, log=_log
+    *,
+    name: str,
+    cfg: Mapping,
+    inputs: Mapping[str, str],
+    queries_out: str,
+    evidence_out: str,
+    summary_out: str,
+    log=_log,
 ) -> None:
     """Rule load_queries: a benchmark file as source queries, its human annotations, and what was dropped."""
     source, limit, dropped = cfg["source"], cfg.get("limit"), {}
@@ -136,12 +153,19 @@ def load_queries_job(
         queries, evidence = kilt.load_kilt_queries(inputs["file"], task=cfg["task"], questions=questions, limit=limit)
     elif source == "2wiki":
         aliases = twowiki.load_aliases(inputs["aliases"], member_of(cfg, "aliases")) if "aliases" in inputs else None
-        queries, evidence = twowiki.load_2wiki_queries(inputs["file"], member=member_of(cfg, "file"), aliases=aliases, limit=limit)
+        queries, evidence = twowiki.load_2wiki_queries(
+            inputs["file"], member=member_of(cfg, "file"), aliases=aliases, limit=limit
+        )
     elif source == "msmarco-qa" and "ranking_qrels" in inputs:
         queries, evidence, dropped = msmarco.load_msmarco_ranking_queries(
-            inputs["file"], inputs["ranking_queries"], inputs["ranking_qrels"], query_types=cfg["query_types"],
-            qna_member=member_of(cfg, "file"), queries_member=member_of(cfg, "ranking_queries"),
-            qrels_member=member_of(cfg, "ranking_qrels"), limit=limit,
+            inputs["file"],
+            inputs["ranking_queries"],
+            inputs["ranking_qrels"],
+            query_types=cfg["query_types"],
+            qna_member=member_of(cfg, "file"),
+            queries_member=member_of(cfg, "ranking_queries"),
+            qrels_member=member_of(cfg, "ranking_qrels"),
+            limit=limit,
         )
     elif source == "msmarco-qa":
         queries, evidence, dropped = msmarco.load_msmarco_queries(
@@ -151,7 +175,10 @@ def load_queries_job(
         raise ValueError(f"datasets.{name}.source: '{source}' has no loader here")
     write_parquet(queries, queries_out)
     write_parquet(evidence, evidence_out)
-    write_text(json.dumps({"dataset": name, "queries": queries.height, "dropped_queries": dropped}, indent=2) + "\n", summary_out)
+    write_text(
+        json.dumps({"dataset": name, "queries": queries.height, "dropped_queries": dropped}, indent=2) + "\n",
+        summary_out,
+    )
     log.info("dataset %s: %d queries, %d annotations, dropped %s", name, queries.height, evidence.height, dropped)
 
 
@@ -167,8 +194,12 @@ def extract_answers_job(
     template = load_prompts(prompts)["extract_answer"]
     requests = msmarco.extraction_requests(q)
     with model_session(manifest=manifest, spec=spec, store=store, job=job, log=log) as (generator, calls):
-        prompt_texts = [generator.render(template.format(question=question, answer=long)) for _, question, long in requests]
-        generator.check_fits(prompt_texts, [f"query {qid}, answer extraction" for qid, _, _ in requests], reserve=spec["max_new_tokens"])
+        prompt_texts = [
+            generator.render(template.format(question=question, answer=long)) for _, question, long in requests
+        ]
+        generator.check_fits(
+            prompt_texts, [f"query {qid}, answer extraction" for qid, _, _ in requests], reserve=spec["max_new_tokens"]
+        )
         outputs = calls.generate(
             generator,
             prompt_texts,
@@ -216,11 +247,25 @@ def map_human_passages_job(
     q = read_table(queries, SOURCE_QUERIES_SCHEMA)
     dropped = json.loads(open(summary, encoding="utf-8").read()).get("dropped_queries", {})
     report = mapping.coverage_report(
-        dataset=dataset, corpus=corpus, rule=rule, queries=q, evidence=ev, human=human, unmapped=unmapped, dropped_queries=dropped
+        dataset=dataset,
+        corpus=corpus,
+        rule=rule,
+        queries=q,
+        evidence=ev,
+        human=human,
+        unmapped=unmapped,
+        dropped_queries=dropped,
     )
     write_parquet(human, human_out)
     write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", coverage_out)
-    log.info("human passages of %s on %s (%s): %d of %d annotations mapped", dataset, corpus, rule, report["mapped"], report["annotations"])
+    log.info(
+        "human passages of %s on %s (%s): %d of %d annotations mapped",
+        dataset,
+        corpus,
+        rule,
+        report["mapped"],
+        report["annotations"],
+    )
     return report
 
 
@@ -241,14 +286,20 @@ def prepare_benchmark_queries_job(
         q = q.join(short, on="qid", how="inner").with_columns(answers=pl.col("short")).drop("short")
         log.info("dataset %s: %d of %d queries have a short answer", name, q.height, before)
     pids = h.group_by("qid", maintain_order=True).agg(pl.col("pid").unique(maintain_order=True).alias("human_pids"))
-    out = q.join(pids, on="qid", how="left").with_columns(pl.col("human_pids").fill_null(pl.lit([], dtype=pl.List(pl.String))))
+    out = q.join(pids, on="qid", how="left").with_columns(
+        pl.col("human_pids").fill_null(pl.lit([], dtype=pl.List(pl.String)))
+    )
     out = conform(out, QUERIES_SCHEMA, f"dataset {name}")
     write_parquet(out, output)
-    log.info("dataset %s: %d queries, %d with human passages", name, out.height, (out["human_pids"].list.len() > 0).sum())
+    log.info(
+        "dataset %s: %d queries, %d with human passages", name, out.height, (out["human_pids"].list.len() > 0).sum()
+    )
     return out
 
 
-def prepare_queries_job(*, name: str, cfg: Mapping, inputs: Mapping[str, str], output: str, seed: int, log=_log) -> pl.DataFrame:
+def prepare_queries_job(
+    *, name: str, cfg: Mapping, inputs: Mapping[str, str], output: str, seed: int, log=_log
+) -> pl.DataFrame:
     """Rule prepare_queries: worldfacts, a local JSONL, or a benchmark's loaded queries + mapped human passages."""
     if cfg["source"] in ("worldfacts", "local"):
         from ..data.sources import prepare_queries
@@ -258,5 +309,10 @@ def prepare_queries_job(*, name: str, cfg: Mapping, inputs: Mapping[str, str], o
         log.info("dataset %s: %d queries", name, queries.height)
         return queries
     return prepare_benchmark_queries_job(
-        name=name, queries=inputs["source"], human=inputs["human"], short_answers=inputs.get("short_answers"), output=output, log=log
+        name=name,
+        queries=inputs["source"],
+        human=inputs["human"],
+        short_answers=inputs.get("short_answers"),
+        output=output,
+        log=log,
     )

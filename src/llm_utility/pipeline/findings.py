@@ -67,9 +67,15 @@ def findings_job(
     )
     entries = all_findings(inputs, rs)
     document = {
-        "settings": {"resamples": rs.n_resamples, "seed": rs.seed, "confidence": rs.confidence, "llms": list(llms),
-                     "datasets": inputs.datasets,
-                     "paper_datasets": dict(inputs.paper_datasets), "claim_scope": dict(inputs.claim_scope)},
+        "settings": {
+            "resamples": rs.n_resamples,
+            "seed": rs.seed,
+            "confidence": rs.confidence,
+            "llms": list(llms),
+            "datasets": inputs.datasets,
+            "paper_datasets": dict(inputs.paper_datasets),
+            "claim_scope": dict(inputs.claim_scope),
+        },
         "findings": entries,
     }
     write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", json_path)

@@ -113,10 +113,14 @@ def judge_job(
                     tables[f"rankings|{m.name}"] = m.rank(on_model, cfg)
         if perplexity:
             with calls.section("perplexity"):
-                tables["perplexity"] = perplexity_rows(dataset, q, cands, read_table(gold_U, GOLD_SCHEMA), gen, calls, spec)
+                tables["perplexity"] = perplexity_rows(
+                    dataset, q, cands, read_table(gold_U, GOLD_SCHEMA), gen, calls, spec
+                )
     if apart:
         spec_apart = {**spec, "backend": backend}
-        session = model_session(manifest=manifest, spec=spec_apart, store=store, job=job + "+attention", threads=threads, log=log)
+        session = model_session(
+            manifest=manifest, spec=spec_apart, store=store, job=job + "+attention", threads=threads, log=log
+        )
         with session as (gen, calls):
             on_model = task(gen, calls, spec_apart)
             for m in apart:
@@ -127,19 +131,32 @@ def judge_job(
         write_parquet(table, path)
         log.info(
             "%s: %d queries judged, %d of %d candidates selected, outputs parsed for %.1f%% of the queries, echoes of the prompt for %.1f%%",
-            name, judged.height, int(table["selected"].sum()), table.height, 100 * _parsed_share(table), 100 * _echo_share(table),
+            name,
+            judged.height,
+            int(table["selected"].sum()),
+            table.height,
+            100 * _parsed_share(table),
+            100 * _echo_share(table),
         )
     for method, path in rankings.items():
         table = tables[f"rankings|{method}"]
         write_parquet(table.select(list(RANKINGS_SCHEMA)), path)
-        log.info("%s: ranked %d queries; parsed for %.1f%%, echoes for %.1f%%", method, len(pools), 100 * _parsed_share(table), 100 * _echo_share(table))
+        log.info(
+            "%s: ranked %d queries; parsed for %.1f%%, echoes for %.1f%%",
+            method,
+            len(pools),
+            100 * _parsed_share(table),
+            100 * _echo_share(table),
+        )
     if perplexity:
         write_parquet(tables["perplexity"], perplexity)
         log.info("perplexity of %d human passages", tables["perplexity"].height)
     return tables
 
 
-def rank_retriever_job(*, queries: str, candidates: str, output: str, max_queries: int | None = None, log=_log) -> pl.DataFrame:
+def rank_retriever_job(
+    *, queries: str, candidates: str, output: str, max_queries: int | None = None, log=_log
+) -> pl.DataFrame:
     """The retrieval order of C as a ranking (Table 4's baseline), for the judged queries."""
     q = _judged(read_table(queries, QUERIES_SCHEMA), max_queries)
     cands = read_candidates(candidates)
@@ -169,4 +186,9 @@ def qrels_job(*, gold: str, candidates: str, pool: str, output: str, log: loggin
     for qid, pid in read_table(gold, GOLD_SCHEMA).iter_rows():
         relevant.setdefault(qid, []).append(pid)
     write_text(format_qrels(cands.of(pool), relevant), output)
-    log.info("qrels: %d queries, %d judged passages, %d relevant", len(cands.of(pool)), sum(map(len, cands.of(pool).values())), sum(map(len, relevant.values())))
+    log.info(
+        "qrels: %d queries, %d judged passages, %d relevant",
+        len(cands.of(pool)),
+        sum(map(len, cands.of(pool).values())),
+        sum(map(len, relevant.values())),
+    )

@@ -14,7 +14,9 @@ from ..io import write_parquet
 _log = logging.getLogger("llm_utility")
 
 
-def gather_parts_job(*, parts: Mapping[str, Sequence[str]], outputs: Mapping[str, str], log: logging.Logger = _log) -> dict[str, pl.DataFrame]:
+def gather_parts_job(
+    *, parts: Mapping[str, Sequence[str]], outputs: Mapping[str, str], log: logging.Logger = _log
+) -> dict[str, pl.DataFrame]:
     """For each output key, the Parquet tables of ``parts[key]`` (in part order) concatenated into
     ``outputs[key]``. Every part must have the same columns and types (they come from one rule);
     a part that differs stops the job naming both files."""
@@ -28,7 +30,9 @@ def gather_parts_job(*, parts: Mapping[str, Sequence[str]], outputs: Mapping[str
             raise ValueError(f"{key}: no part to gather into {path}")
         for p, frame in zip(parts[key][1:], frames[1:], strict=True):
             if frame.schema != frames[0].schema:
-                raise ValueError(f"{p}: columns {dict(frame.schema)} differ from {parts[key][0]}'s {dict(frames[0].schema)}")
+                raise ValueError(
+                    f"{p}: columns {dict(frame.schema)} differ from {parts[key][0]}'s {dict(frames[0].schema)}"
+                )
         table = pl.concat(frames, how="vertical")
         write_parquet(table, path)
         tables[key] = table

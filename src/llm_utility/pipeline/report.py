@@ -43,7 +43,15 @@ def _unique(values) -> list:
 
 
 def table1_job(
-    *, answers, gold, queries, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None, reask: bool = False
+    *,
+    answers,
+    gold,
+    queries,
+    csv: str,
+    md: str,
+    tex: str,
+    intervals: Mapping[str, Any] | None = None,
+    reask: bool = False,
 ) -> None:
     """Table 1: percent correct with None, C, U, Human, G(C), G(U) per dataset and LLM, and with
     ``reask`` the same columns re-asked (a second block); with ``intervals`` (the ``report``
@@ -84,7 +92,9 @@ def _with_known_split_intervals(split, answers, known, baseline, intervals):
 
     if not intervals:
         return split
-    return join_intervals(split, known_split_intervals(answers, known, baseline, **_resampling(intervals)), ["dataset", "llm", "source"])
+    return join_intervals(
+        split, known_split_intervals(answers, known, baseline, **_resampling(intervals)), ["dataset", "llm", "source"]
+    )
 
 
 def empty_answers_job(*, answers, csv: str, md: str, log=_log) -> None:
@@ -107,7 +117,9 @@ def topk_figure_job(*, answers, style: Mapping[str, Any], png: str, pdf: str) ->
     plot_topk(topk_gain(read_answers(answers)), png, pdf, style=style)
 
 
-def transfer_figure_job(*, answers, llms, candidates: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+def transfer_figure_job(
+    *, answers, llms, candidates: str, style: Mapping[str, Any], png: str, pdf: str, csv: str
+) -> None:
     """Transfer heatmaps (Figures 1 right, 2, 8): rows = whose gold set, columns = answering LLM."""
     from ..report.analysis import transfer_matrix
     from ..report.figures import plot_transfer
@@ -116,7 +128,9 @@ def transfer_figure_job(*, answers, llms, candidates: str, style: Mapping[str, A
     frames = read_answers(answers)
     datasets = _unique(d for d, _ in frames)
     matrices = {d: transfer_matrix(frames, llms, d, candidates) for d in datasets}
-    plot_transfer(matrices, png, pdf, title=f"Gold utilitarian passages ({candidates} candidates) across LLMs", style=style)
+    plot_transfer(
+        matrices, png, pdf, title=f"Gold utilitarian passages ({candidates} candidates) across LLMs", style=style
+    )
     write_transfer_csv(matrices, csv, candidates=candidates)
 
 
@@ -162,8 +176,12 @@ class GroupedTable:
 # as a failure in the metric; the shares say how much of it is parsing and prompt copying), and the
 # share of judged queries whose outputs are all genuine judgments.
 _SELECTION_VALUES = (
-    ("f1", "F1", "max"), ("unparsed_nonempty", "unparsed % (F1)", ""), ("echo_nonempty", "echo % (F1)", ""),
-    ("accuracy_empty", "Acc (empty gold)", "max"), ("unparsed_empty", "unparsed % (Acc)", ""), ("echo_empty", "echo % (Acc)", ""),
+    ("f1", "F1", "max"),
+    ("unparsed_nonempty", "unparsed % (F1)", ""),
+    ("echo_nonempty", "echo % (F1)", ""),
+    ("accuracy_empty", "Acc (empty gold)", "max"),
+    ("unparsed_empty", "unparsed % (Acc)", ""),
+    ("echo_empty", "echo % (Acc)", ""),
     ("genuine", "genuine %", ""),
 )
 _UNPARSED_NOTE = (
@@ -187,12 +205,16 @@ def echo_note(frame: pl.DataFrame, row: str = "method") -> str:
     high = frame.filter(pl.col("echo").fill_nan(None) >= ECHO_NOTE_SHARE)
     if not high.height:
         return ""
-    cells = "; ".join(f"{llm} {name} on {dataset}: {echo:.0f}%" for llm, name, dataset, echo in high.select("llm", row, "dataset", "echo").iter_rows())
+    cells = "; ".join(
+        f"{llm} {name} on {dataset}: {echo:.0f}%"
+        for llm, name, dataset, echo in high.select("llm", row, "dataset", "echo").iter_rows()
+    )
     return (
         f"Echo share of at least {ECHO_NOTE_SHARE:.0f}% of the judged queries ({cells}): these cells measure how often "
         "the model repeats its prompt under the authors' output format, not how it judges utility (the prompts are "
         "the paper's, tuned to no model)."
     )
+
 
 # Tables of selection scores (``report.judgments.selection_scores``), by rule.
 SELECTION_TABLES = {
@@ -200,12 +222,19 @@ SELECTION_TABLES = {
         title="Table 2: utility-based selection (F1 / Accuracy, %, with the shares of genuine, unparsed and echo outputs)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
         "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
-        group="llm", index=("method",), across="dataset", values=_SELECTION_VALUES,
+        group="llm",
+        index=("method",),
+        across="dataset",
+        values=_SELECTION_VALUES,
     ),
     "table5": GroupedTable(
         title="Table 5: thinking in utility judgments (F1, %)",
         note="(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
-        group="llm", index=("method",), across="dataset", values=_SELECTION_VALUES, note_suffix=_UNPARSED_NOTE,
+        group="llm",
+        index=("method",),
+        across="dataset",
+        values=_SELECTION_VALUES,
+        note_suffix=_UNPARSED_NOTE,
     ),
     "table8": GroupedTable(
         title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
@@ -214,15 +243,28 @@ SELECTION_TABLES = {
         "count (non-empty / empty gold): the same by gold set, an extra split (an unknown query that no single "
         "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
         + _UNPARSED_NOTE,
-        group="dataset", index=("llm",), across="method",
-        values=(("precision", "P", ""), ("recall", "R", ""), ("f1", "F1", ""),
-                ("unparsed_nonempty", "unparsed % (P/R/F1)", ""), ("echo_nonempty", "echo % (P/R/F1)", ""),
-                ("avg_selected_unknown", "count (unknown)", ""), ("avg_selected_known", "count (known)", ""),
-                ("unparsed_unknown", "unparsed % (unknown)", ""), ("echo_unknown", "echo % (unknown)", ""),
-                ("unparsed_known", "unparsed % (known)", ""), ("echo_known", "echo % (known)", ""),
-                ("avg_selected_nonempty", "count (non-empty gold)", ""), ("avg_selected_empty", "count (empty gold)", ""),
-                ("accuracy_empty", "Acc (empty gold)", ""), ("unparsed_empty", "unparsed % (Acc)", ""), ("echo_empty", "echo % (Acc)", ""),
-                ("genuine", "genuine %", "")),
+        group="dataset",
+        index=("llm",),
+        across="method",
+        values=(
+            ("precision", "P", ""),
+            ("recall", "R", ""),
+            ("f1", "F1", ""),
+            ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
+            ("echo_nonempty", "echo % (P/R/F1)", ""),
+            ("avg_selected_unknown", "count (unknown)", ""),
+            ("avg_selected_known", "count (known)", ""),
+            ("unparsed_unknown", "unparsed % (unknown)", ""),
+            ("echo_unknown", "echo % (unknown)", ""),
+            ("unparsed_known", "unparsed % (known)", ""),
+            ("echo_known", "echo % (known)", ""),
+            ("avg_selected_nonempty", "count (non-empty gold)", ""),
+            ("avg_selected_empty", "count (empty gold)", ""),
+            ("accuracy_empty", "Acc (empty gold)", ""),
+            ("unparsed_empty", "unparsed % (Acc)", ""),
+            ("echo_empty", "echo % (Acc)", ""),
+            ("genuine", "genuine %", ""),
+        ),
     ),
 }
 # Tables of RAG answers on the LLM's unknown and known queries against the top-k
@@ -234,24 +276,40 @@ RAG_TABLES = {
         "Over the judged queries. genuine / unparsed / echo %: share of those queries whose selection was a judgment "
         "of the model's own / did not parse / repeated its prompt; the last two select nothing, so those queries are "
         "answered with no passage.",
-        group="llm", index=("source",), across="dataset",
-        values=_KNOWN_SPLIT_VALUES + (("genuine", "genuine %", ""), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
+        group="llm",
+        index=("source",),
+        across="dataset",
+        values=_KNOWN_SPLIT_VALUES
+        + (("genuine", "genuine %", ""), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
     ),
     "table7": GroupedTable(
         title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
         note="Over the judged queries.",
-        group="llm", index=("source",), across="dataset", values=_KNOWN_SPLIT_VALUES,
+        group="llm",
+        index=("source",),
+        across="dataset",
+        values=_KNOWN_SPLIT_VALUES,
     ),
 }
 
 
-def _write_grouped(frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "", extra: str = "") -> None:
+def _write_grouped(
+    frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "", extra: str = ""
+) -> None:
     from ..report.tables import write_grouped_table
 
     text = " ".join(t for t in (note or layout.note, layout.note_suffix, extra) if t)
     write_grouped_table(
-        frame, csv, md, tex, title=layout.title, note=text, group=layout.group,
-        index=list(layout.index), across=layout.across, values=list(layout.values),
+        frame,
+        csv,
+        md,
+        tex,
+        title=layout.title,
+        note=text,
+        group=layout.group,
+        index=list(layout.index),
+        across=layout.across,
+        values=list(layout.values),
     )
 
 
@@ -283,7 +341,15 @@ def selection_table_job(
 
 
 def rag_table_job(
-    *, table: str, answers, known, csv: str, md: str, tex: str, judgments=None, intervals: Mapping[str, Any] | None = None
+    *,
+    table: str,
+    answers,
+    known,
+    csv: str,
+    md: str,
+    tex: str,
+    judgments=None,
+    intervals: Mapping[str, Any] | None = None,
 ) -> None:
     """Table 3 (RAG with the LLM's own selections) or Table 7 (with the top passages of its utility
     rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``); with
@@ -299,7 +365,9 @@ def rag_table_job(
     _write_grouped(split, layout, csv, md, tex, extra=echo_note(split, row="source"))
 
 
-def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None) -> None:
+def table4_job(
+    *, rankings, gold, k: int, csv: str, md: str, tex: str, intervals: Mapping[str, Any] | None = None
+) -> None:
     """Table 4: NDCG@k and Recall@k of each utility ranking against the LLM's gold set (C)."""
     from ..report.judgments import ranking_scores
 
@@ -309,18 +377,29 @@ def table4_job(*, rankings, gold, k: int, csv: str, md: str, tex: str, intervals
         from ..report.judgments import ranking_intervals
         from ..report.tables import join_intervals
 
-        scores = join_intervals(scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"])
+        scores = join_intervals(
+            scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"]
+        )
     layout = GroupedTable(
         title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
         note="Over the judged queries whose gold set G(C) is not empty; unparsed % / echo %: verbalized rankings whose "
         "output did not parse / repeated its prompt (both kept in retrieval order).",
-        group="llm", index=("method",), across="dataset",
-        values=(("ndcg", f"N@{k}", "max"), ("recall", f"R@{k}", "max"), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
+        group="llm",
+        index=("method",),
+        across="dataset",
+        values=(
+            ("ndcg", f"N@{k}", "max"),
+            ("recall", f"R@{k}", "max"),
+            ("unparsed", "unparsed %", ""),
+            ("echo", "echo %", ""),
+        ),
     )
     _write_grouped(scores, layout, csv, md, tex, extra=echo_note(scores))
 
 
-def selection_transfer_figure_job(*, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+def selection_transfer_figure_job(
+    *, answers, llms, method: str, style: Mapping[str, Any], png: str, pdf: str, csv: str
+) -> None:
     """Figure 9: each LLM answering with each LLM's selections (one heatmap per dataset)."""
     from ..report.analysis import matrices_long
     from ..report.figures import plot_selection_transfer
@@ -334,7 +413,9 @@ def selection_transfer_figure_job(*, answers, llms, method: str, style: Mapping[
     write_csv(matrices_long(matrices, "correct").rename({"row": "selected_from", "column": "llm"}), csv)
 
 
-def perplexity_figure_job(*, perplexity, answers, known, style: Mapping[str, Any], png: str, pdf: str, csv: str) -> None:
+def perplexity_figure_job(
+    *, perplexity, answers, known, style: Mapping[str, Any], png: str, pdf: str, csv: str
+) -> None:
     """Figure 4: perplexity of human passages in and out of each LLM's gold set (top) and RAG with
     the human passages on unknown and known queries (bottom)."""
     from ..report.figures import plot_perplexity
@@ -375,8 +456,17 @@ def table6_job(
 
 
 def explorer_job(
-    *, dataset: str, candidates: str, queries, answers, gold, judgments, rankings, llms: Sequence[str],
-    max_queries: int | None, html: str,
+    *,
+    dataset: str,
+    candidates: str,
+    queries,
+    answers,
+    gold,
+    judgments,
+    rankings,
+    llms: Sequence[str],
+    max_queries: int | None,
+    html: str,
 ) -> None:
     """The explorer of one dataset (``report.explorer``): one row per (query, passage of U) of its
     first ``max_queries`` queries, as a standalone offline HTML page."""

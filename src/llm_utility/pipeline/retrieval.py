@@ -28,7 +28,13 @@ def retrieve_job(*, queries: str, passages: str, index: str, encoder_spec: Mappi
 
 
 def retrieval_table_job(
-    *, queries: Mapping[str, str], runs: Mapping[tuple[str, str], str], pool_runs: Mapping[str, str], top_k: int, csv: str, md: str
+    *,
+    queries: Mapping[str, str],
+    runs: Mapping[tuple[str, str], str],
+    pool_runs: Mapping[str, str],
+    top_k: int,
+    csv: str,
+    md: str,
 ) -> None:
     """Per (dataset, run): number of queries, answer recall@k and human-passage recall@k (percent).
 

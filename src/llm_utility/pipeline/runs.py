@@ -95,5 +95,9 @@ def qrels_agreement_job(
     table = agreement_table(joined, flags, bootstrap, k)
     write_parquet(joined, pairs)
     write_simple_table(table, csv, md)
-    log.info("agreement of %d judges with %d LLMs' answers", table.select("dataset", "judge", "pool").n_unique() if table.height else 0, len({llm for _, llm, _ in answers}))
+    log.info(
+        "agreement of %d judges with %d LLMs' answers",
+        table.select("dataset", "judge", "pool").n_unique() if table.height else 0,
+        len({llm for _, llm, _ in answers}),
+    )
     return table

@@ -49,6 +49,8 @@ def table1_context(column: str, llm: str, block: str = ANSWER_BLOCK) -> str:
     if block == REASK_BLOCK:
         return reask_context(context)
     raise ValueError(f"unknown Table 1 block '{block}' (expected '{ANSWER_BLOCK}' or '{REASK_BLOCK}')")
+
+
 TRANSFER_INDEX = "gold_from"
 OVERLAP_INDEX = "set"
 
@@ -282,6 +284,11 @@ def table1_intervals(
             e = mean_interval(100.0 * frame["correct"].cast(pl.Float64).to_numpy(), n_resamples, seed, confidence)
             rows.append((block, dataset, llm, column, e.lo, e.hi))
     schema = {
-        "block": pl.String, "dataset": pl.String, "llm": pl.String, "column": pl.String, "lo": pl.Float64, "hi": pl.Float64,
+        "block": pl.String,
+        "dataset": pl.String,
+        "llm": pl.String,
+        "column": pl.String,
+        "lo": pl.Float64,
+        "hi": pl.Float64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row").fill_nan(None)

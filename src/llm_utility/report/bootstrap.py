@@ -232,7 +232,9 @@ def stratified_interval(
     rows up, so a query keeps all its columns. A stratum of one query cannot vary and stays fixed;
     empty strata are left out (``reason`` says so).
     """
-    tables = [np.stack([_as_column(c, f"strata[{j}][{i}]") for i, c in enumerate(cols)]) for j, cols in enumerate(strata)]
+    tables = [
+        np.stack([_as_column(c, f"strata[{j}][{i}]") for i, c in enumerate(cols)]) for j, cols in enumerate(strata)
+    ]
     empty = sum(t.shape[1] == 0 for t in tables)
     tables = [t for t in tables if t.shape[1] > 0]
     notes = [f"{empty} empty {'stratum' if empty == 1 else 'strata'} left out"] if empty else []
@@ -304,7 +306,9 @@ def ratio(numerator, denominator, axis=-1):
         return np.where(den != 0, np.sum(numerator, axis=axis) / np.where(den != 0, den, 1), np.nan)
 
 
-def ratio_interval(numerator, denominator, n_resamples: int, seed: int, confidence: float = 0.95, method: str = "BCa") -> Effect:
+def ratio_interval(
+    numerator, denominator, n_resamples: int, seed: int, confidence: float = 0.95, method: str = "BCa"
+) -> Effect:
     """``ratio`` of two per-query columns with a bootstrap interval over queries (a cluster bootstrap:
     each query carries its numerator and denominator together)."""
     return statistic_interval((numerator, denominator), ratio, n_resamples, seed, confidence, method)

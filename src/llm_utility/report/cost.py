@@ -124,8 +124,21 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     def row_of(rule: str, method: str, llm: str) -> dict[str, Any]:
         return rows.setdefault(
             (rule, method, llm),
-            {"jobs": 0, "backends": set(), "dtypes": set(), "kinds": set(), "calls_made": 0, "calls_served": 0, "prompt_tokens": 0, "output_tokens": 0,
-             "call_seconds": 0.0, "wall_seconds": 0.0, "max_rss_mb": None, "no_log": 0, "no_benchmark": 0},
+            {
+                "jobs": 0,
+                "backends": set(),
+                "dtypes": set(),
+                "kinds": set(),
+                "calls_made": 0,
+                "calls_served": 0,
+                "prompt_tokens": 0,
+                "output_tokens": 0,
+                "call_seconds": 0.0,
+                "wall_seconds": 0.0,
+                "max_rss_mb": None,
+                "no_log": 0,
+                "no_benchmark": 0,
+            },
         )
 
     def add(row: dict[str, Any], stats: Mapping[str, Mapping[str, float]]) -> None:
@@ -172,22 +185,64 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             f"{row[k]} without {what}" for k, what in (("no_log", "log"), ("no_benchmark", "benchmark")) if row[k]
         )
         records.append(
-            {"rule": rule, "method": method, "llm": llm, "backend": "+".join(sorted(row["backends"])),
-             "dtype": "+".join(sorted(row["dtypes"])), **{k: row[k] for k in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb")},
-             "kinds": "+".join(k for k in KINDS if k in row["kinds"]) + "".join(f"+{k}" for k in sorted(row["kinds"] - set(KINDS))),
-             "missing": missing}
+            {
+                "rule": rule,
+                "method": method,
+                "llm": llm,
+                "backend": "+".join(sorted(row["backends"])),
+                "dtype": "+".join(sorted(row["dtypes"])),
+                **{
+                    k: row[k]
+                    for k in (
+                        "jobs",
+                        "calls_made",
+                        "calls_served",
+                        "prompt_tokens",
+                        "output_tokens",
+                        "call_seconds",
+                        "wall_seconds",
+                        "max_rss_mb",
+                    )
+                },
+                "kinds": "+".join(k for k in KINDS if k in row["kinds"])
+                + "".join(f"+{k}" for k in sorted(row["kinds"] - set(KINDS))),
+                "missing": missing,
+            }
         )
     table = pl.DataFrame(records, schema=COST_COLUMNS) if records else pl.DataFrame(schema=COST_COLUMNS)
     return pl.concat([table, _totals(table)], how="vertical")
 
 
 def _totals(table: pl.DataFrame) -> pl.DataFrame:
-    sums = [pl.col(c).sum() for c in ("jobs", "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds")]
+    sums = [
+        pl.col(c).sum()
+        for c in (
+            "jobs",
+            "calls_made",
+            "calls_served",
+            "prompt_tokens",
+            "output_tokens",
+            "call_seconds",
+            "wall_seconds",
+        )
+    ]
     per_llm = table.group_by("llm", maintain_order=True).agg(*sums, pl.col("max_rss_mb").max())
     overall = table.select(pl.lit("all").alias("llm"), *sums, pl.col("max_rss_mb").max())
     both = pl.concat([per_llm, overall]) if table.height else per_llm
     return both.select(
-        pl.lit("total").alias("rule"), pl.lit("").alias("method"), "llm", pl.lit("").alias("backend"), pl.lit("").alias("dtype"), "jobs", pl.lit("").alias("kinds"),
-        "calls_made", "calls_served", "prompt_tokens", "output_tokens", "call_seconds", "wall_seconds", "max_rss_mb",
+        pl.lit("total").alias("rule"),
+        pl.lit("").alias("method"),
+        "llm",
+        pl.lit("").alias("backend"),
+        pl.lit("").alias("dtype"),
+        "jobs",
+        pl.lit("").alias("kinds"),
+        "calls_made",
+        "calls_served",
+        "prompt_tokens",
+        "output_tokens",
+        "call_seconds",
+        "wall_seconds",
+        "max_rss_mb",
         pl.lit("").alias("missing"),
     ).cast(COST_COLUMNS)

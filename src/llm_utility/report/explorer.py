@@ -59,43 +59,66 @@ def explorer_table(
         .select("qid", "question", "answers", "pid", "rank", "in_C", "human", "title", "text")
     )
     for llm in llms:
-        none = answers[llm]["none"].select("qid", pl.col("output").alias(_key(llm, "none")),
-                                           pl.col("correct").alias(_key(llm, "none correct")))
+        none = answers[llm]["none"].select(
+            "qid", pl.col("output").alias(_key(llm, "none")), pl.col("correct").alias(_key(llm, "none correct"))
+        )
         single = (
             answers[llm]["single"]
             .filter(pl.col("pids").list.len() == 1)
-            .select("qid", pl.col("pids").list.first().alias("pid"), pl.col("output").alias(_key(llm, "passage")),
-                    pl.col("correct").alias(_key(llm, "passage correct")))
+            .select(
+                "qid",
+                pl.col("pids").list.first().alias("pid"),
+                pl.col("output").alias(_key(llm, "passage")),
+                pl.col("correct").alias(_key(llm, "passage correct")),
+            )
             .unique(["qid", "pid"], keep="first")
         )
         rows = rows.join(none, on="qid", how="left").join(single, on=["qid", "pid"], how="left")
         for cands in ("C", "U"):
-            marks = gold[(llm, cands)].select("qid", "pid").unique().with_columns(pl.lit(True).alias(_key(llm, f"G({cands})")))
-            rows = rows.join(marks, on=["qid", "pid"], how="left").with_columns(pl.col(_key(llm, f"G({cands})")).fill_null(False))
+            marks = (
+                gold[(llm, cands)]
+                .select("qid", "pid")
+                .unique()
+                .with_columns(pl.lit(True).alias(_key(llm, f"G({cands})")))
+            )
+            rows = rows.join(marks, on=["qid", "pid"], how="left").with_columns(
+                pl.col(_key(llm, f"G({cands})")).fill_null(False)
+            )
         selected = [
             frame.filter(pl.col("selected")).select("qid", "pid", pl.lit(method).alias("method"))
-            for (owner, method), frame in judgments.items() if owner == llm
+            for (owner, method), frame in judgments.items()
+            if owner == llm
         ]
         selected_by = (
-            pl.concat(selected).group_by("qid", "pid").agg(pl.col("method").sort().str.join(", ").alias(_key(llm, "selected by")))
-            if selected else pl.DataFrame(schema={"qid": pl.String, "pid": pl.String, _key(llm, "selected by"): pl.String})
+            pl.concat(selected)
+            .group_by("qid", "pid")
+            .agg(pl.col("method").sort().str.join(", ").alias(_key(llm, "selected by")))
+            if selected
+            else pl.DataFrame(schema={"qid": pl.String, "pid": pl.String, _key(llm, "selected by"): pl.String})
         )
         ranked = [
             frame.select("qid", "pid", pl.format("{} {}", pl.lit(method), pl.col("rank")).alias("mark"))
-            for (owner, method), frame in rankings.items() if owner == llm
+            for (owner, method), frame in rankings.items()
+            if owner == llm
         ]
         ranks = (
             pl.concat(ranked).group_by("qid", "pid").agg(pl.col("mark").sort().str.join(", ").alias(_key(llm, "ranks")))
-            if ranked else pl.DataFrame(schema={"qid": pl.String, "pid": pl.String, _key(llm, "ranks"): pl.String})
+            if ranked
+            else pl.DataFrame(schema={"qid": pl.String, "pid": pl.String, _key(llm, "ranks"): pl.String})
         )
         rows = rows.join(selected_by, on=["qid", "pid"], how="left").join(ranks, on=["qid", "pid"], how="left")
-    useful = pl.concat_list([pl.when(pl.col(_key(llm, "G(U)"))).then(pl.lit(llm)).otherwise(None) for llm in llms]).list.drop_nulls()
+    useful = pl.concat_list(
+        [pl.when(pl.col(_key(llm, "G(U)"))).then(pl.lit(llm)).otherwise(None) for llm in llms]
+    ).list.drop_nulls()
     rows = rows.with_columns(useful.alias("useful to"))
     n = len(llms)
     return rows.with_columns(
-        pl.when(pl.col("useful to").list.len() == 0).then(pl.lit("useful to none"))
-        .when(pl.col("useful to").list.len() == n).then(pl.lit("useful to all" if n > 1 else "useful"))
-        .when(pl.col("useful to").list.len() == 1).then(pl.format("useful to {} only", pl.col("useful to").list.first()))
+        pl.when(pl.col("useful to").list.len() == 0)
+        .then(pl.lit("useful to none"))
+        .when(pl.col("useful to").list.len() == n)
+        .then(pl.lit("useful to all" if n > 1 else "useful"))
+        .when(pl.col("useful to").list.len() == 1)
+        .then(pl.format("useful to {} only", pl.col("useful to").list.first()))
         .otherwise(pl.format("useful to {}", pl.col("useful to").list.join(", ")))
         .alias("agreement"),
         pl.col("useful to").list.join(", "),
@@ -103,7 +126,11 @@ def explorer_table(
 
 
 def _mark(ok: pl.Expr, text: pl.Expr) -> pl.Expr:
-    return pl.when(ok.is_null()).then(pl.lit("")).otherwise(pl.format("{} {}", pl.when(ok).then(pl.lit("✓")).otherwise(pl.lit("✗")), text))
+    return (
+        pl.when(ok.is_null())
+        .then(pl.lit(""))
+        .otherwise(pl.format("{} {}", pl.when(ok).then(pl.lit("✓")).otherwise(pl.lit("✗")), text))
+    )
 
 
 def explorer_display(table: pl.DataFrame, llms: Sequence[str]) -> pl.DataFrame:
@@ -121,12 +148,20 @@ def explorer_display(table: pl.DataFrame, llms: Sequence[str]) -> pl.DataFrame:
         columns += [
             _mark(pl.col(_key(llm, "none correct")), pl.col(_key(llm, "none"))).alias(f"{llm}: no passage"),
             _mark(pl.col(_key(llm, "passage correct")), pl.col(_key(llm, "passage"))).alias(f"{llm}: this passage"),
-            pl.concat_str([
-                pl.when(pl.col(_key(llm, "G(C)"))).then(pl.lit("G(C) ")).otherwise(pl.lit("")),
-                pl.when(pl.col(_key(llm, "G(U)"))).then(pl.lit("G(U) ")).otherwise(pl.lit("")),
-                pl.when(pl.col(_key(llm, "selected by")).is_not_null()).then(pl.format("selected: {} ", pl.col(_key(llm, "selected by")))).otherwise(pl.lit("")),
-                pl.when(pl.col(_key(llm, "ranks")).is_not_null()).then(pl.format("ranks: {}", pl.col(_key(llm, "ranks")))).otherwise(pl.lit("")),
-            ]).str.strip_chars().alias(f"{llm}: marks"),
+            pl.concat_str(
+                [
+                    pl.when(pl.col(_key(llm, "G(C)"))).then(pl.lit("G(C) ")).otherwise(pl.lit("")),
+                    pl.when(pl.col(_key(llm, "G(U)"))).then(pl.lit("G(U) ")).otherwise(pl.lit("")),
+                    pl.when(pl.col(_key(llm, "selected by")).is_not_null())
+                    .then(pl.format("selected: {} ", pl.col(_key(llm, "selected by"))))
+                    .otherwise(pl.lit("")),
+                    pl.when(pl.col(_key(llm, "ranks")).is_not_null())
+                    .then(pl.format("ranks: {}", pl.col(_key(llm, "ranks"))))
+                    .otherwise(pl.lit("")),
+                ]
+            )
+            .str.strip_chars()
+            .alias(f"{llm}: marks"),
         ]
     columns.append(pl.format("{}: {}", pl.col("title"), pl.col("text")).alias("text"))
     return table.select(columns)
@@ -144,13 +179,21 @@ def explorer_html(table: pl.DataFrame, llms: Sequence[str], title: str, **option
 
     shown = explorer_display(table, llms)
     body = to_html_datatable(
-        shown, caption=title, connected=False, column_filters="header", showIndex=False,
-        pageLength=25, lengthMenu=[10, 25, 100, 500], classes="display compact", maxBytes=0,
+        shown,
+        caption=title,
+        connected=False,
+        column_filters="header",
+        showIndex=False,
+        pageLength=25,
+        lengthMenu=[10, 25, 100, 500],
+        classes="display compact",
+        maxBytes=0,
         layout={"topStart": "pageLength", "topEnd": "search", "bottomStart": "info", "bottomEnd": "paging"},
-        display_logo_when_loading=False, **options,
+        display_logo_when_loading=False,
+        **options,
     )
     bundle = generate_init_offline_itables_html(itables_options.dt_bundle)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title></head>\n<body>\n{bundle}\n{body}\n</body></html>\n"
     )

@@ -223,7 +223,9 @@ def plot_perplexity(
     a text predicted with certainty): a bar's height is the mean negative log-likelihood. Each row's
     legend sits to the right of the panels, clear of the title and the tick labels."""
     s = resolve_style(style)
-    datasets = ppl["dataset"].unique(maintain_order=True).to_list() or human["dataset"].unique(maintain_order=True).to_list()
+    datasets = (
+        ppl["dataset"].unique(maintain_order=True).to_list() or human["dataset"].unique(maintain_order=True).to_list()
+    )
     if not datasets:
         raise ValueError("nothing to plot")
     colors = s["bar_colors"]
@@ -237,8 +239,12 @@ def plot_perplexity(
             part = ppl.filter(pl.col("dataset") == dataset)
             llms = part["llm"].unique(maintain_order=True).to_list()
             x = np.arange(len(llms))
-            bars = [("H", "ppl_passage", "H: passage"), ("G", "ppl_passage", "G: passage"),
-                    ("H", "ppl_query_passage", "H: query+passage"), ("G", "ppl_query_passage", "G: query+passage")]
+            bars = [
+                ("H", "ppl_passage", "H: passage"),
+                ("G", "ppl_passage", "G: passage"),
+                ("H", "ppl_query_passage", "H: query+passage"),
+                ("G", "ppl_query_passage", "G: query+passage"),
+            ]
             w = 0.8 / len(bars)
             for b, (which, column, label) in enumerate(bars):
                 values = [
@@ -246,8 +252,18 @@ def plot_perplexity(
                     for llm in llms
                 ]
                 heights = [np.nan if v is None else v - 1 for v in values]  # from 1 up to the value
-                top.bar(x - 0.4 + w * (b + 0.5), heights, w, bottom=1, label=label, color=colors[1] if which == "G" else colors[0],
-                        alpha=1.0 if which == "G" else 0.55, hatch="" if column == "ppl_passage" else "//", edgecolor="black", linewidth=0.3)
+                top.bar(
+                    x - 0.4 + w * (b + 0.5),
+                    heights,
+                    w,
+                    bottom=1,
+                    label=label,
+                    color=colors[1] if which == "G" else colors[0],
+                    alpha=1.0 if which == "G" else 0.55,
+                    hatch="" if column == "ppl_passage" else "//",
+                    edgecolor="black",
+                    linewidth=0.3,
+                )
             top.set_yscale("log")
             if highest is not None and highest == highest and highest > 1:
                 top.set_ylim(1, highest * 2)
@@ -265,10 +281,17 @@ def plot_perplexity(
             for b, column in enumerate(("unknown", "known")):
                 values = [(part_h.filter(pl.col("llm") == llm)[column].to_list() or [None])[0] for llm in llms_h]
                 heights = [np.nan if v is None else v for v in values]
-                bar = bottom.bar(xh - 0.2 + 0.4 * b, heights, 0.4, label="Unk" if column == "unknown" else "Known",
-                                 color=colors[b % len(colors)])
+                bar = bottom.bar(
+                    xh - 0.2 + 0.4 * b,
+                    heights,
+                    0.4,
+                    label="Unk" if column == "unknown" else "Known",
+                    color=colors[b % len(colors)],
+                )
                 # Whole percents once the bars get narrow, so neighbouring labels stay apart.
-                bottom.bar_label(bar, fmt="%.1f" if len(llms_h) <= 2 else "%.0f", padding=2, fontsize=s["font_size"] - 1)
+                bottom.bar_label(
+                    bar, fmt="%.1f" if len(llms_h) <= 2 else "%.0f", padding=2, fontsize=s["font_size"] - 1
+                )
             bottom.set_xticks(xh, [_label(s, n) for n in llms_h], rotation=30, ha="right", rotation_mode="anchor")
             bottom.set_ylim(0, 115)
             bottom.spines[["top", "right"]].set_visible(False)
@@ -277,14 +300,21 @@ def plot_perplexity(
         # Each row's legend right of its last panel: constrained layout makes room for it there,
         # below the title (a figure legend at the top or the side would share the title's row).
         for row in axes:
-            row[-1].legend(*row[0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                           borderaxespad=0.0, frameon=False)
+            row[-1].legend(
+                *row[0].get_legend_handles_labels(),
+                loc="upper left",
+                bbox_to_anchor=(1.02, 1.0),
+                borderaxespad=0.0,
+                frameon=False,
+            )
         if title:
             fig.suptitle(title, fontsize=s["font_size"] + 2)
         save_figure(fig, png, pdf, s["dpi"])
 
 
-def plot_runs(table: pl.DataFrame, k: int, png: str | os.PathLike, pdf: str | os.PathLike, style: Mapping[str, Any]) -> None:
+def plot_runs(
+    table: pl.DataFrame, k: int, png: str | os.PathLike, pdf: str | os.PathLike, style: Mapping[str, Any]
+) -> None:
     """The runs by judge: per dataset panel, NDCG@k (%) of every run under every judge (the human
     passages, each LLM's qrels over C and U), with its bootstrap interval over queries; which run
     is best can differ between judges. ``table`` is ``runs.run_table``'s frame."""
@@ -311,8 +341,16 @@ def plot_runs(table: pl.DataFrame, k: int, png: str | os.PathLike, pdf: str | os
                     lo.append(v - row[f"{column}_lo"][0] if has_ci else 0.0)
                     hi.append(row[f"{column}_hi"][0] - v if has_ci else 0.0)
                 pooled = part.filter(pl.col("run") == run)["pool_run"].any()
-                ax.bar(x + (i - (len(runs) - 1) / 2) * width, values, width, yerr=[lo, hi], capsize=2,
-                       color=colors[i], label=f"{run} (pool C)" if pooled else run, error_kw={"elinewidth": 0.8})
+                ax.bar(
+                    x + (i - (len(runs) - 1) / 2) * width,
+                    values,
+                    width,
+                    yerr=[lo, hi],
+                    capsize=2,
+                    color=colors[i],
+                    label=f"{run} (pool C)" if pooled else run,
+                    error_kw={"elinewidth": 0.8},
+                )
             ax.set_xticks(x, labels, rotation=25, ha="right", rotation_mode="anchor")
             ax.set_ylabel(f"NDCG@{k} (%)")
             ax.set_ylim(0, 105)

@@ -79,11 +79,15 @@ def outcomes_of(table: pl.DataFrame) -> dict[str, str]:
     candidate) is a judgment of the model's own, else ``echo`` when one of them repeats its prompt,
     else ``unparsed``. A table written before echoes were told apart (no ``echo`` column) has none."""
     echo = pl.col("echo") if "echo" in table.columns else pl.lit(False)
-    per_query = table.group_by("qid", maintain_order=True).agg(pl.col("parsed").all().alias("genuine"), echo.any().alias("echo"))
+    per_query = table.group_by("qid", maintain_order=True).agg(
+        pl.col("parsed").all().alias("genuine"), echo.any().alias("echo")
+    )
     return {q: GENUINE if ok else ECHO if copied else UNPARSED for q, ok, copied in per_query.iter_rows()}
 
 
-def outcome_shares(outcome: Mapping[str, str], qids: Sequence[str], suffix: str = "", statuses: Sequence[str] = STATUSES) -> dict[str, float]:
+def outcome_shares(
+    outcome: Mapping[str, str], qids: Sequence[str], suffix: str = "", statuses: Sequence[str] = STATUSES
+) -> dict[str, float]:
     """The percent of ``qids`` with each outcome of ``statuses`` (NaN over no query), keyed
     ``<status><suffix>``."""
     return {f"{s}{suffix}": 100 * _mean([float(outcome[q] == s) for q in qids]) for s in statuses}
@@ -100,7 +104,9 @@ def _known_of(known: pl.DataFrame, qids: Sequence[str]) -> dict[str, bool]:
     flags = dict(known.select("qid", "known").iter_rows())
     missing = [q for q in qids if q not in flags]
     if missing:
-        raise ValueError(f"no known flag for {len(missing)} judged queries (e.g. {missing[:3]}): known.parquet must cover every query")
+        raise ValueError(
+            f"no known flag for {len(missing)} judged queries (e.g. {missing[:3]}): known.parquet must cover every query"
+        )
     return {q: bool(flags[q]) for q in qids}
 
 
@@ -146,9 +152,21 @@ def ranking_scores(rankings: Keyed, gold_C: Keyed, k: int) -> pl.DataFrame:
         ordered = table.sort(["qid", "rank"]).group_by("qid", maintain_order=True).agg(pl.col("pid"))
         ranked = dict(ordered.iter_rows())
         m = ranking_metrics(ranked, gold_of(gold_C[(dataset, llm)], list(ranked)), k=k)
-        shares = outcome_shares(outcomes_of(table), list(ranked), statuses=(UNPARSED, ECHO)) if ranked else {UNPARSED: 0.0, ECHO: 0.0}
+        shares = (
+            outcome_shares(outcomes_of(table), list(ranked), statuses=(UNPARSED, ECHO))
+            if ranked
+            else {UNPARSED: 0.0, ECHO: 0.0}
+        )
         rows.append((dataset, llm, method, 100 * m["ndcg"], 100 * m["recall"], shares[UNPARSED], shares[ECHO]))
-    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String, "ndcg": pl.Float64, "recall": pl.Float64, "unparsed": pl.Float64, "echo": pl.Float64}
+    schema = {
+        "dataset": pl.String,
+        "llm": pl.String,
+        "method": pl.String,
+        "ndcg": pl.Float64,
+        "recall": pl.Float64,
+        "unparsed": pl.Float64,
+        "echo": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -165,12 +183,24 @@ def known_split(answers: Keyed, known: Keyed, baseline: str = "topk") -> pl.Data
             continue
         flags = known[(dataset, llm)]
         qids = frame["qid"]
-        for name, data in [(context, frame), (baseline, answers[(dataset, llm, baseline)].filter(pl.col("qid").is_in(qids.to_list())))]:
+        for name, data in [
+            (context, frame),
+            (baseline, answers[(dataset, llm, baseline)].filter(pl.col("qid").is_in(qids.to_list()))),
+        ]:
             joined = data.join(flags, on="qid", how="inner")
             unknown = joined.filter(~pl.col("known"))
             known_q = joined.filter(pl.col("known"))
             rows.append(
-                (dataset, llm, context, name, correct_pct(unknown), correct_pct(known_q), unknown.height, known_q.height)
+                (
+                    dataset,
+                    llm,
+                    context,
+                    name,
+                    correct_pct(unknown),
+                    correct_pct(known_q),
+                    unknown.height,
+                    known_q.height,
+                )
             )
     schema = {
         "dataset": pl.String,
@@ -182,7 +212,9 @@ def known_split(answers: Keyed, known: Keyed, baseline: str = "topk") -> pl.Data
         "n_unknown": pl.Int64,
         "n_known": pl.Int64,
     }
-    return pl.DataFrame(rows, schema=schema, orient="row").unique(["dataset", "llm", "source"], keep="first", maintain_order=True)
+    return pl.DataFrame(rows, schema=schema, orient="row").unique(
+        ["dataset", "llm", "source"], keep="first", maintain_order=True
+    )
 
 
 def with_selection_outcomes(split: pl.DataFrame, answers: Keyed, judgments: Keyed) -> pl.DataFrame:
@@ -204,7 +236,9 @@ def with_selection_outcomes(split: pl.DataFrame, answers: Keyed, judgments: Keye
             shares = outcome_shares(outcome, [q for q in frame["qid"].to_list() if q in outcome])
         rows.append({"dataset": dataset, "llm": llm, "source": source, **{s: shares.get(s) for s in STATUSES}})
     schema = {"dataset": pl.String, "llm": pl.String, "source": pl.String} | dict.fromkeys(STATUSES, pl.Float64)
-    return split.join(pl.DataFrame(rows, schema=schema), on=["dataset", "llm", "source"], how="left", maintain_order="left")
+    return split.join(
+        pl.DataFrame(rows, schema=schema), on=["dataset", "llm", "source"], how="left", maintain_order="left"
+    )
 
 
 def selection_transfer(answers: Keyed, llms: Sequence[str], dataset: str, method: str) -> pl.DataFrame:
@@ -300,13 +334,25 @@ def selection_intervals(
                 counts = [float(len(selected[q])) for q in qids if flags[q] == flag]
                 row |= _bounds(f"avg_selected_{side}", mean_interval(counts, **rs))
         rows.append(row)
-    columns = ["precision", "recall", "f1", "f1_per_query", "accuracy_empty", "avg_selected_nonempty", "avg_selected_empty"]
+    columns = [
+        "precision",
+        "recall",
+        "f1",
+        "f1_per_query",
+        "accuracy_empty",
+        "avg_selected_nonempty",
+        "avg_selected_empty",
+    ]
     columns += ["avg_selected_unknown", "avg_selected_known"] if known is not None else []
-    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {f"{c}_{b}": pl.Float64 for c in columns for b in ("lo", "hi")}
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {
+        f"{c}_{b}": pl.Float64 for c in columns for b in ("lo", "hi")
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
-def ranking_intervals(rankings: Keyed, gold_C: Keyed, k: int, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+def ranking_intervals(
+    rankings: Keyed, gold_C: Keyed, k: int, n_resamples: int, seed: int, confidence: float = 0.95
+) -> pl.DataFrame:
     """Intervals of ``ranking_scores``' ndcg and recall (percent, per-query values resampled).
     Keys: dataset, llm, method."""
     from ..metrics import ranking_metrics_per_query
@@ -326,11 +372,15 @@ def ranking_intervals(rankings: Keyed, gold_C: Keyed, k: int, n_resamples: int, 
                 **_bounds("recall", mean_interval(100 * per_query["recall"].to_numpy(), **rs)),
             }
         )
-    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {f"{c}_{b}": pl.Float64 for c in ("ndcg", "recall") for b in ("lo", "hi")}
+    schema = {"dataset": pl.String, "llm": pl.String, "method": pl.String} | {
+        f"{c}_{b}": pl.Float64 for c in ("ndcg", "recall") for b in ("lo", "hi")
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
-def known_split_intervals(answers: Keyed, known: Keyed, baseline: str, n_resamples: int, seed: int, confidence: float = 0.95) -> pl.DataFrame:
+def known_split_intervals(
+    answers: Keyed, known: Keyed, baseline: str, n_resamples: int, seed: int, confidence: float = 0.95
+) -> pl.DataFrame:
     """Intervals of ``known_split``'s unknown and known percentages, over the same queries (Tables 3
     and 7). Keys: dataset, llm, source."""
     from .bootstrap import mean_interval
@@ -349,7 +399,14 @@ def known_split_intervals(answers: Keyed, known: Keyed, baseline: str, n_resampl
                 for side in ("unknown", "known")
             }
             rows.append(
-                {"dataset": dataset, "llm": llm, "source": name, **{k: v for side, x in values.items() for k, v in _bounds(side, mean_interval(x, **rs)).items()}}
+                {
+                    "dataset": dataset,
+                    "llm": llm,
+                    "source": name,
+                    **{k: v for side, x in values.items() for k, v in _bounds(side, mean_interval(x, **rs)).items()},
+                }
             )
-    schema = {"dataset": pl.String, "llm": pl.String, "source": pl.String} | {f"{c}_{b}": pl.Float64 for c in ("unknown", "known") for b in ("lo", "hi")}
+    schema = {"dataset": pl.String, "llm": pl.String, "source": pl.String} | {
+        f"{c}_{b}": pl.Float64 for c in ("unknown", "known") for b in ("lo", "hi")
+    }
     return pl.DataFrame(rows, schema=schema).unique(["dataset", "llm", "source"], keep="first", maintain_order=True)

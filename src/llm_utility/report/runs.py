@@ -109,7 +109,13 @@ def per_query_metrics(ranked: Mapping[str, Sequence[str]], judge: Judge, k: int,
         if judge.judged is not None:
             for m in ir_measures.judged.iter_calc([Judged @ k], qrels, run):
                 values[(m.query_id, m.measure)] = float(m.value)
-    names = {"ndcg": nDCG @ k, "recall": R @ k, "ndcg_condensed": condensed[0], "recall_condensed": condensed[1], "judged": Judged @ k}
+    names = {
+        "ndcg": nDCG @ k,
+        "recall": R @ k,
+        "ndcg_condensed": condensed[0],
+        "recall_condensed": condensed[1],
+        "judged": Judged @ k,
+    }
     rows = []
     for qid in qids:
         row: dict[str, Any] = {"qid": qid, "relevant": len(judge.relevant.get(qid, ()))}
@@ -120,13 +126,19 @@ def per_query_metrics(ranked: Mapping[str, Sequence[str]], judge: Judge, k: int,
                 row[column] = values.get((qid, measure), 0.0)
         rows.append(row)
     schema = {"qid": pl.String, "relevant": pl.Int64} | {c: pl.Float64 for c in names}
-    return pl.DataFrame(rows, schema=schema, orient="row").select("qid", "relevant", "ndcg", "recall", "judged", "ndcg_condensed", "recall_condensed")
+    return pl.DataFrame(rows, schema=schema, orient="row").select(
+        "qid", "relevant", "ndcg", "recall", "judged", "ndcg_condensed", "recall_condensed"
+    )
 
 
 def resampling(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The bootstrap's keyword arguments from the ``report`` config's (resamples, bootstrap_seed,
     confidence)."""
-    return {"n_resamples": int(settings["resamples"]), "seed": int(settings["bootstrap_seed"]), "confidence": float(settings["confidence"])}
+    return {
+        "n_resamples": int(settings["resamples"]),
+        "seed": int(settings["bootstrap_seed"]),
+        "confidence": float(settings["confidence"]),
+    }
 
 
 def _interval_columns(name: str, effect: Effect) -> dict[str, float | None]:
@@ -148,8 +160,12 @@ def run_table(
     for (dataset, run, llm, pool), part in scored.group_by("dataset", "run", "llm", "pool", maintain_order=True):
         part = part.filter(pl.col("relevant") > 0)
         row: dict[str, Any] = {
-            "dataset": dataset, "run": run, "pool_run": pool_runs.get(dataset) == run,
-            "judge": "Human" if llm is None else llm, "pool": pool, "queries": part.height,
+            "dataset": dataset,
+            "run": run,
+            "pool_run": pool_runs.get(dataset) == run,
+            "judge": "Human" if llm is None else llm,
+            "pool": pool,
+            "queries": part.height,
         }
         for metric in METRICS:
             values = part[metric].to_numpy()
@@ -177,11 +193,18 @@ def score_runs(
     for (dataset, run), ranked in runs.items():
         for judge in judges.get(dataset, ()):
             frame = per_query_metrics(ranked, judge, k, qids[dataset])
-            parts.append(frame.with_columns(
-                dataset=pl.lit(dataset), run=pl.lit(run), llm=pl.lit(judge.llm, dtype=pl.String), pool=pl.lit(judge.pool)
-            ))
+            parts.append(
+                frame.with_columns(
+                    dataset=pl.lit(dataset),
+                    run=pl.lit(run),
+                    llm=pl.lit(judge.llm, dtype=pl.String),
+                    pool=pl.lit(judge.pool),
+                )
+            )
     if not parts:
-        return pl.DataFrame(schema={"dataset": pl.String, "run": pl.String, "llm": pl.String, "pool": pl.String, "qid": pl.String})
+        return pl.DataFrame(
+            schema={"dataset": pl.String, "run": pl.String, "llm": pl.String, "pool": pl.String, "qid": pl.String}
+        )
     return pl.concat(parts).select("dataset", "run", "llm", "pool", pl.exclude("dataset", "run", "llm", "pool"))
 
 
@@ -248,7 +271,9 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.nd
     total = weights.sum(axis=1, keepdims=True)
     dx, dy = x - (weights @ x)[:, None] / total, y - (weights @ y)[:, None] / total
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(weights * dx * dy, axis=1) / np.sqrt(np.sum(weights * dx * dx, axis=1) * np.sum(weights * dy * dy, axis=1))
+        return np.sum(weights * dx * dy, axis=1) / np.sqrt(
+            np.sum(weights * dx * dx, axis=1) * np.sum(weights * dy * dy, axis=1)
+        )
 
 
 def percentile_effect(point: float, draws: np.ndarray, n: int, confidence: float, note: str = "") -> Effect:
@@ -257,15 +282,28 @@ def percentile_effect(point: float, draws: np.ndarray, n: int, confidence: float
     nan = float("nan")
     finite = draws[np.isfinite(draws)]
     skipped = len(draws) - len(finite)
-    reason = "; ".join(t for t in (note, f"{skipped} of {len(draws)} resamples undefined, left out" if skipped else "") if t)
+    reason = "; ".join(
+        t for t in (note, f"{skipped} of {len(draws)} resamples undefined, left out" if skipped else "") if t
+    )
     if not np.isfinite(point):
-        return Effect(nan, nan, nan, n, "none", "; ".join(t for t in ("undefined on these queries (one answer class only, or a constant metric)", note) if t))
+        return Effect(
+            nan,
+            nan,
+            nan,
+            n,
+            "none",
+            "; ".join(
+                t for t in ("undefined on these queries (one answer class only, or a constant metric)", note) if t
+            ),
+        )
     if n < 2 or len(finite) < 2:
         return Effect(point, nan, nan, n, "none", reason or "too few queries for an interval")
     alpha = (1 - confidence) / 2
     lo, hi = (float(v) for v in np.quantile(finite, [alpha, 1 - alpha]))
     if hi - lo <= 1e-12 * max(1.0, abs(point)):
-        return Effect(point, lo, hi, n, "degenerate", "; ".join(t for t in (reason, "every resample gives the same value") if t))
+        return Effect(
+            point, lo, hi, n, "degenerate", "; ".join(t for t in (reason, "every resample gives the same value") if t)
+        )
     return Effect(point, lo, hi, n, "percentile", reason)
 
 
@@ -293,8 +331,18 @@ def agreement_cells(values: np.ndarray, correct: np.ndarray, bootstrap: Mapping[
     ones = np.ones((1, n * n_runs))
     confidence = float(bootstrap["confidence"])
     out = {
-        "auc": percentile_effect(float(weighted_auc(x, c, ones)[0]) if n else float("nan"), weighted_auc(x, c, items) if n else np.array([]), n, confidence),
-        "point_biserial": percentile_effect(float(weighted_pearson(x, c, ones)[0]) if n else float("nan"), weighted_pearson(x, c, items) if n else np.array([]), n, confidence),
+        "auc": percentile_effect(
+            float(weighted_auc(x, c, ones)[0]) if n else float("nan"),
+            weighted_auc(x, c, items) if n else np.array([]),
+            n,
+            confidence,
+        ),
+        "point_biserial": percentile_effect(
+            float(weighted_pearson(x, c, ones)[0]) if n else float("nan"),
+            weighted_pearson(x, c, items) if n else np.array([]),
+            n,
+            confidence,
+        ),
     }
     tau = float(kendall_tau_b(values.mean(axis=0), correct.mean(axis=0))) if n else float("nan")
     if n_runs >= 3:
@@ -303,7 +351,9 @@ def agreement_cells(values: np.ndarray, correct: np.ndarray, bootstrap: Mapping[
             draws = kendall_tau_b((weights @ values) / total, (weights @ correct) / total)
         out["kendall_tau"] = percentile_effect(tau, draws, n, confidence)
     else:
-        out["kendall_tau"] = Effect(tau, float("nan"), float("nan"), n, "none", f"{n_runs} runs: tau is -1, 0 or 1, not meaningful")
+        out["kendall_tau"] = Effect(
+            tau, float("nan"), float("nan"), n, "none", f"{n_runs} runs: tau is -1, 0 or 1, not meaningful"
+        )
     return out
 
 
@@ -349,8 +399,15 @@ def agreement_table(
                     qids, values, correct = matrices(chosen, metric, runs)
                     cells = agreement_cells(values, correct, resampling(bootstrap))
                     row = {
-                        "dataset": dataset, "llm": llm, "judge": "Human" if judge_llm is None else judge_llm, "pool": pool,
-                        "own": judge_llm == llm, "queries": subset, "n": len(qids), "runs": len(runs), "metric": f"{metric}@{k}",
+                        "dataset": dataset,
+                        "llm": llm,
+                        "judge": "Human" if judge_llm is None else judge_llm,
+                        "pool": pool,
+                        "own": judge_llm == llm,
+                        "queries": subset,
+                        "n": len(qids),
+                        "runs": len(runs),
+                        "metric": f"{metric}@{k}",
                     }
                     for name, effect in cells.items():
                         row |= {name: _num(effect.effect), f"{name}_lo": _num(effect.lo), f"{name}_hi": _num(effect.hi)}
@@ -378,8 +435,13 @@ def score_run_files(run: str, qrels: Sequence[str], k: int) -> pl.DataFrame:
         frame = per_query_metrics(ranked, judge, k, qids).filter(pl.col("relevant") > 0)
         missing = sum(q not in ranked for q in frame["qid"])
         row = {"qrels": path, "queries": frame.height, "unranked": missing}
-        names = {"ndcg": f"ndcg@{k}", "recall": f"recall@{k}", "judged": f"judged@{k}",
-                 "ndcg_condensed": f"ndcg@{k}_condensed", "recall_condensed": f"recall@{k}_condensed"}
+        names = {
+            "ndcg": f"ndcg@{k}",
+            "recall": f"recall@{k}",
+            "judged": f"judged@{k}",
+            "ndcg_condensed": f"ndcg@{k}_condensed",
+            "recall_condensed": f"recall@{k}_condensed",
+        }
         for column, name in names.items():
             row[name] = round(100 * float(frame[column].mean()), 2) if frame.height else None
         rows.append(row)
@@ -404,12 +466,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataFormatError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   fmt_str_lengths=300, tbl_width_chars=400, tbl_formatting="MARKDOWN"):
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        fmt_str_lengths=300,
+        tbl_width_chars=400,
+        tbl_formatting="MARKDOWN",
+    ):
         print(table)
     for row in table.iter_rows(named=True):
         if row["queries"] and row["unranked"] == row["queries"]:
-            print(f"warning: the run ranks none of the queries of {row['qrels']} (another dataset's qids?)", file=sys.stderr)
+            print(
+                f"warning: the run ranks none of the queries of {row['qrels']} (another dataset's qids?)",
+                file=sys.stderr,
+            )
     if args.csv:
         from ..io import atomic_path
 

@@ -63,7 +63,9 @@ def table1_blocks(df: pl.DataFrame, markup: str = "md") -> dict[str, pd.DataFram
         name = dataset if block == ANSWER_BLOCK else f"{dataset}, re-ask"
         cells: dict[str, dict[str, str]] = {}
         bounds = part.select("lo", "hi").iter_rows() if "lo" in part.columns else repeat((None, None))
-        for (llm, column, value, size, best), (lo, hi) in zip(part.select("llm", "column", "value", "avg_size", "best").iter_rows(), bounds):
+        for (llm, column, value, size, best), (lo, hi) in zip(
+            part.select("llm", "column", "value", "avg_size", "best").iter_rows(), bounds
+        ):
             text = bold.format(f"{value:.2f}") if best else f"{value:.2f}"
             if size is not None:
                 text += f" ({size:.1f})"
@@ -184,7 +186,9 @@ def grouped_blocks(
                         text += interval_text(lo, hi, markup)
                     cells.setdefault(row, {})[f"{header} {key}" if key != name else header] = text
         frame = pd.DataFrame.from_dict(cells, orient="index").fillna("-")
-        frame.index = pd.MultiIndex.from_tuples(frame.index, names=list(index)) if len(index) > 1 else [r[0] for r in frame.index]
+        frame.index = (
+            pd.MultiIndex.from_tuples(frame.index, names=list(index)) if len(index) > 1 else [r[0] for r in frame.index]
+        )
         blocks[str(name)] = frame
     return blocks
 
@@ -204,7 +208,11 @@ def write_grouped_table(
     parts = [f"## {title}\n"] + ([f"{note}\n"] if note else [])
     for name, block in grouped_blocks(df, markup="md", **layout).items():
         block = block.reset_index(names=list(layout["index"]))  # one column per index level
-        md = block.to_markdown(index=False, colalign=["left"] * len(layout["index"]) + ["right"] * (block.shape[1] - len(layout["index"])), disable_numparse=True)
+        md = block.to_markdown(
+            index=False,
+            colalign=["left"] * len(layout["index"]) + ["right"] * (block.shape[1] - len(layout["index"])),
+            disable_numparse=True,
+        )
         parts.append(f"### {name}\n\n{md}\n")
     if df.is_empty():
         parts.append("(no rows: nothing configured for this table)\n")
@@ -215,8 +223,15 @@ def write_grouped_table(
         return
     wide = pd.concat(tex_blocks)
     wide.columns = [latex_escape(c) for c in wide.columns]
-    wide.index = wide.index.map(lambda idx: tuple(latex_escape(str(i)) for i in (idx if isinstance(idx, tuple) else (idx,))))
-    tex = wide.style.to_latex(hrules=True, clines="skip-last;data", multirow_align="t", column_format="l" * wide.index.nlevels + "r" * wide.shape[1])
+    wide.index = wide.index.map(
+        lambda idx: tuple(latex_escape(str(i)) for i in (idx if isinstance(idx, tuple) else (idx,)))
+    )
+    tex = wide.style.to_latex(
+        hrules=True,
+        clines="skip-last;data",
+        multirow_align="t",
+        column_format="l" * wide.index.nlevels + "r" * wide.shape[1],
+    )
     write_text(f"% {title}\n" + re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex), tex_path)
 
 

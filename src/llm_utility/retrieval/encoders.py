@@ -339,7 +339,9 @@ def materialized_spec(spec: Mapping[str, Any], manifest: str | os.PathLike | Non
     path = Path(manifest)
     recorded = json.loads(path.read_text(encoding="utf-8"))
     beside = path.resolve().parent
-    load_path = str(beside) if recorded.get("materialized") and (beside / "config.json").is_file() else recorded["load_path"]
+    load_path = (
+        str(beside) if recorded.get("materialized") and (beside / "config.json").is_file() else recorded["load_path"]
+    )
     go_offline()
     return {**spec, "model": load_path}
 

@@ -99,7 +99,9 @@ class _Shard:
         fd = os.open(self.path, os.O_RDONLY)
         try:
             for i, row in enumerate(rows):
-                out[i] = np.frombuffer(os.pread(fd, self.row_bytes, self.offset + int(row) * self.row_bytes), self.dtype)
+                out[i] = np.frombuffer(
+                    os.pread(fd, self.row_bytes, self.offset + int(row) * self.row_bytes), self.dtype
+                )
         finally:
             os.close(fd)
         return out.astype(np.float32, copy=False)
@@ -160,7 +162,11 @@ def train_sample_size(index: faiss.Index, n: int, train_sample: int | None = Non
         log.warning(
             "training %d centroids on %d vectors (%.1f per centroid; FAISS wants >= %d): raise train_sample, "
             "or use fewer IVF lists for a corpus of %d vectors",
-            centroids, size, size / centroids, MIN_POINTS_PER_CENTROID, n,
+            centroids,
+            size,
+            size / centroids,
+            MIN_POINTS_PER_CENTROID,
+            n,
         )
     return size
 
@@ -293,8 +299,14 @@ def _inputs_record(shards: list[_Shard], index_factory: str, train_sample: int |
 
 
 def _trained(
-    index: faiss.Index, shards: list[_Shard], n: int, train_sample: int | None, seed: int,
-    use_gpu: bool | None, checkpoints: _Checkpoints, index_factory: str,
+    index: faiss.Index,
+    shards: list[_Shard],
+    n: int,
+    train_sample: int | None,
+    seed: int,
+    use_gpu: bool | None,
+    checkpoints: _Checkpoints,
+    index_factory: str,
 ) -> faiss.Index:
     """``index`` trained (or as it is, if it needs no training), from the checkpoint when there is one."""
     if index.is_trained:
@@ -336,7 +348,13 @@ def _add_by_shard(
                 _add_chunk(part, chunk, np.arange(row, row + len(chunk), dtype=np.int64), part_assigner)
                 row += len(chunk)
             checkpoints.save(name, part)
-            log.info("shard %d of %d: %d vectors assigned in %.1f s", i + 1, len(shards), len(shard), time.perf_counter() - started)
+            log.info(
+                "shard %d of %d: %d vectors assigned in %.1f s",
+                i + 1,
+                len(shards),
+                len(shard),
+                time.perf_counter() - started,
+            )
             del part
         offset += len(shard)
     index = faiss.clone_index(trained)

@@ -129,7 +129,12 @@ def build_bm25_index(passages_path: str | os.PathLike, out_dir: str | os.PathLik
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         retriever.save(str(tmp), show_progress=False)
-        record = {**asdict(parsed), "passages": retriever.scores["num_docs"], "terms": n_terms, "bm25s": bm25s.__version__}
+        record = {
+            **asdict(parsed),
+            "passages": retriever.scores["num_docs"],
+            "terms": n_terms,
+            "bm25s": bm25s.__version__,
+        }
         (tmp / SPEC_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)

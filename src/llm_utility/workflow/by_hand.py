@@ -77,8 +77,16 @@ def mock_snakemake(rule: str, argv: Sequence[str] | None = None, workdir: str | 
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             threads = min(job.threads, os.cpu_count() or 1)  # as Snakemake caps them at --cores
             job_object = Snakemake(
-                job.input, job.output, job.params, job.wildcards, threads, job.resources,
-                job.log, workflow.config, job.rule.name, None,
+                job.input,
+                job.output,
+                job.params,
+                job.wildcards,
+                threads,
+                job.resources,
+                job.log,
+                workflow.config,
+                job.rule.name,
+                None,
             )
             # A built workflow leaves its storage registry in snakemake.workflow's namespace, and
             # vLLM 0.32 scans every module's namespace when its engine starts

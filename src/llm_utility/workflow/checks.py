@@ -57,7 +57,9 @@ def check_config(config: Mapping[str, Any]) -> None:
             raise ValueError(f"config: runs.files.{dataset}: '{dataset}' is not in datasets ({list(datasets)})")
         for run in files:
             if run in retrievers:
-                raise ValueError(f"config: runs.files.{dataset}.{run}: '{run}' names a retriever; give the run file another name")
+                raise ValueError(
+                    f"config: runs.files.{dataset}.{run}: '{run}' names a retriever; give the run file another name"
+                )
     report = config.get("report", {})
     figure1 = report.get("figure1_dataset")
     if figure1 is not None and figure1 not in datasets:

@@ -92,9 +92,7 @@ def runtime_minutes(plan: ModelPlan, rule: str, wildcards: Mapping[str, Any]) ->
 
 def _dataset_rules(plan: ModelPlan, dataset: str) -> list[tuple[str, str]]:
     """(rule, llm) of every kind of model job ``dataset`` has."""
-    return list(dict.fromkeys(
-        (rule, wc["llm"]) for rule, wc in rule_jobs(plan) if wc.get("dataset") == dataset
-    ))
+    return list(dict.fromkeys((rule, wc["llm"]) for rule, wc in rule_jobs(plan) if wc.get("dataset") == dataset))
 
 
 def longest_job(
@@ -177,16 +175,18 @@ def shard_report(plan: ModelPlan) -> list[dict[str, Any]]:
     for d in plan.datasets:
         longest = longest_job(plan, d)
         rules = rules_of(plan, d)
-        rows.append({
-            "dataset": d,
-            "queries": plan.data.expected_queries(d),
-            "shards": {r: plan.shards(d, r) for r in rules},
-            "shards_needed": {r: shards_needed(plan, d, r) for r in rules},
-            "model_jobs": sum(1 for _, wc in jobs if wc.get("dataset") == d),
-            "longest_hours": None if longest is None else round(longest[0] / 3600, 2),
-            "longest_rule": None if longest is None else longest[1],
-            "longest_llm": None if longest is None else longest[2],
-        })
+        rows.append(
+            {
+                "dataset": d,
+                "queries": plan.data.expected_queries(d),
+                "shards": {r: plan.shards(d, r) for r in rules},
+                "shards_needed": {r: shards_needed(plan, d, r) for r in rules},
+                "model_jobs": sum(1 for _, wc in jobs if wc.get("dataset") == d),
+                "longest_hours": None if longest is None else round(longest[0] / 3600, 2),
+                "longest_rule": None if longest is None else longest[1],
+                "longest_llm": None if longest is None else longest[2],
+            }
+        )
     return rows
 
 

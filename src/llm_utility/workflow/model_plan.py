@@ -86,7 +86,10 @@ class ModelPlan:
         if not self.data.run_rag:
             return []
         return [
-            {"dataset": d, "llm": llm, "run": r} for d in self.datasets for llm in self.llms for r in self.data.other_runs(d)
+            {"dataset": d, "llm": llm, "run": r}
+            for d in self.datasets
+            for llm in self.llms
+            for r in self.data.other_runs(d)
         ]
 
     # --- answer contexts ----------------------------------------------------------------------------
@@ -105,9 +108,7 @@ class ModelPlan:
     def selection_sources(self) -> dict[str, tuple[str, str]]:
         """RAG with selections: every rag method's selections of every LLM, context -> (the LLM that
         selected, its method)."""
-        return {
-            selected_context(m, source): (source, m) for m in self.judgments["rag_methods"] for source in self.llms
-        }
+        return {selected_context(m, source): (source, m) for m in self.judgments["rag_methods"] for source in self.llms}
 
     def selected_contexts(self) -> list[str]:
         return list(self.selection_sources())

@@ -113,8 +113,13 @@ def answer_candidates_calls(plan: ModelPlan, llm: str) -> list[Calls]:
     union, human."""
     s, k = _sizes(plan), plan.config["top_k"]
     h = s["human_passages"]
-    return [_answer(plan, llm, "none", 1, 0), _answer(plan, llm, "single", k + h, 1), _answer(plan, llm, "topk", 1, k),
-            _answer(plan, llm, "union", 1, k + h), _answer(plan, llm, "human", 1, h)]
+    return [
+        _answer(plan, llm, "none", 1, 0),
+        _answer(plan, llm, "single", k + h, 1),
+        _answer(plan, llm, "topk", 1, k),
+        _answer(plan, llm, "union", 1, k + h),
+        _answer(plan, llm, "human", 1, h),
+    ]
 
 
 def answer_gold_calls(plan: ModelPlan, llm: str) -> list[Calls]:
@@ -125,9 +130,13 @@ def answer_gold_calls(plan: ModelPlan, llm: str) -> list[Calls]:
 def answer_reask_calls(plan: ModelPlan, llm: str) -> list[Calls]:
     s, k = _sizes(plan), plan.config["top_k"]
     h = s["human_passages"]
-    return [_answer(plan, llm, "reask_none", 1, 0), _answer(plan, llm, "reask_human", 1, h),
-            _answer(plan, llm, "reask_topk", 1, k), _answer(plan, llm, "reask_union", 1, k + h),
-            _answer(plan, llm, "reask_gold", 2 * len(plan.llms), s["gold_passages"])]
+    return [
+        _answer(plan, llm, "reask_none", 1, 0),
+        _answer(plan, llm, "reask_human", 1, h),
+        _answer(plan, llm, "reask_topk", 1, k),
+        _answer(plan, llm, "reask_union", 1, k + h),
+        _answer(plan, llm, "reask_gold", 2 * len(plan.llms), s["gold_passages"]),
+    ]
 
 
 def answer_thinking_calls(plan: ModelPlan, llm: str) -> list[Calls]:
@@ -136,8 +145,10 @@ def answer_thinking_calls(plan: ModelPlan, llm: str) -> list[Calls]:
 
 def answer_judgments_calls(plan: ModelPlan, llm: str) -> list[Calls]:
     selections = len(plan.judgments["rag_methods"]) * len(plan.llms)  # every LLM's, with every rag method
-    return [_answer(plan, llm, "selected", selections, _sizes(plan)["gold_passages"]),
-            _answer(plan, llm, "reranked", len(plan.rankings["rag_methods"]), plan.rankings["rag_top"])]
+    return [
+        _answer(plan, llm, "selected", selections, _sizes(plan)["gold_passages"]),
+        _answer(plan, llm, "reranked", len(plan.rankings["rag_methods"]), plan.rankings["rag_top"]),
+    ]
 
 
 def answer_run_calls(plan: ModelPlan, llm: str) -> list[Calls]:
@@ -153,12 +164,20 @@ def judge_calls(plan: ModelPlan, llm: str) -> list[Calls]:
     s, k, a = _sizes(plan), plan.config["top_k"], _sizes(plan)["answer_tokens"]
     judge_cfg = plan.judgments
     caps = {"pointwise": judge_cfg["pointwise_max_new_tokens"], "listwise": judge_cfg["listwise_max_new_tokens"]}
-    calls = _judgment_calls(plan, plan.judge_methods, lambda m: caps["pointwise" if m.form == "pointwise" else "listwise"])
+    calls = _judgment_calls(
+        plan, plan.judge_methods, lambda m: caps["pointwise" if m.form == "pointwise" else "listwise"]
+    )
     for name in plan.model_rankings:
         if name in ("listwise", "listwise_pa"):
             pa = a if name == "listwise_pa" else 0.0
-            calls.append(Calls(f"rank_{name}", 1, RANKING_BASE + k * (s["passage_tokens"] + RANKING_PER_PASSAGE) + pa,
-                               plan.rankings["max_new_tokens"]))
+            calls.append(
+                Calls(
+                    f"rank_{name}",
+                    1,
+                    RANKING_BASE + k * (s["passage_tokens"] + RANKING_PER_PASSAGE) + pa,
+                    plan.rankings["max_new_tokens"],
+                )
+            )
         elif name == "likelihood":  # the pseudo-answer scored after each passage of C
             calls.append(Calls("rank_likelihood", k, answer_prompt_tokens(plan, 1) + a))
         elif name == "attention":  # one pass over the top-k prompt and the pseudo-answer

@@ -66,7 +66,7 @@ def part_of_dir(folder: str | None) -> str | None:
     prefix, suffix = PART_DIR.split("{part}")
     if not (folder.startswith(prefix) and folder.endswith(suffix)):
         raise ValueError(f"'{folder}' is not a part folder ({PART_DIR})")
-    return folder[len(prefix):-len(suffix)]
+    return folder[len(prefix) : -len(suffix)]
 
 
 def job_wildcards(wildcards: Mapping[str, str]) -> dict[str, str]:
@@ -101,7 +101,9 @@ def query_part(qids: Sequence[str], index: int, count: int, key: str = "shards")
     dataset's query order). More parts than queries would leave a part empty: a ValueError naming
     the config ``key`` (``datasets.<name>.shards``)."""
     if count > len(qids):
-        raise ValueError(f"{key} is {count}, more than the dataset's {len(qids)} queries: lower it to at most {len(qids)}")
+        raise ValueError(
+            f"{key} is {count}, more than the dataset's {len(qids)} queries: lower it to at most {len(qids)}"
+        )
     start, stop = part_bounds(len(qids), index, count)
     return list(qids[start:stop])
 
@@ -126,6 +128,9 @@ def job_part_queries(job: Any) -> list[str] | None:
     and ``dataset`` wildcards, its rule and the dataset's ``shards`` (None for a whole-dataset job)."""
     dataset = job.wildcards.dataset
     return part_queries(
-        job.input.queries, part_of_dir(job.wildcards.get("part_dir")), dataset,
-        rule=job.rule, shards=job.config["datasets"][dataset].get("shards"),
+        job.input.queries,
+        part_of_dir(job.wildcards.get("part_dir")),
+        dataset,
+        rule=job.rule,
+        shards=job.config["datasets"][dataset].get("shards"),
     )

@@ -127,7 +127,12 @@ class FindingInputs:
 
     @property
     def datasets(self) -> list[str]:
-        keys = [*self.queries, *(k[0] for k in self.answers), *(k[0] for k in self.judgments), *(k[0] for k in self.perplexity)]
+        keys = [
+            *self.queries,
+            *(k[0] for k in self.answers),
+            *(k[0] for k in self.judgments),
+            *(k[0] for k in self.perplexity),
+        ]
         return list(dict.fromkeys(keys))
 
     def scope_of(self, claim: Claim) -> list[str] | None:
@@ -150,8 +155,16 @@ class FindingInputs:
         (gold sets and known flags stay those of the answer prompt). A context the re-ask stage
         answers again but whose re-ask answers are missing is left out (its findings say not run);
         contexts it never re-asks (selections, reranked passages) are kept."""
-        reask = {(d, llm, ctx[len(REASK_PREFIX):]): frame for (d, llm, ctx), frame in self.answers.items() if is_reask_context(ctx)}
-        kept = {key: frame for key, frame in self.answers.items() if not is_reask_context(key[2]) and not _reasked_kind(key[2])}
+        reask = {
+            (d, llm, ctx[len(REASK_PREFIX) :]): frame
+            for (d, llm, ctx), frame in self.answers.items()
+            if is_reask_context(ctx)
+        }
+        kept = {
+            key: frame
+            for key, frame in self.answers.items()
+            if not is_reask_context(key[2]) and not _reasked_kind(key[2])
+        }
         return replace(self, answers={**kept, **reask})
 
 
@@ -207,7 +220,9 @@ class Claim:
         if self.construction == "cannot_fail":
             return BY_CONSTRUCTION
         if self.band is None:
-            return verdict(Effect(effect.effect - self.null, effect.lo - self.null, effect.hi - self.null, effect.n), self.expected)
+            return verdict(
+                Effect(effect.effect - self.null, effect.lo - self.null, effect.hi - self.null, effect.n), self.expected
+            )
         lo, hi = effect.lo, effect.hi
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return "inconclusive"
@@ -255,7 +270,9 @@ class Pool:
     ``stratified_interval``).
     """
 
-    def __init__(self, columns: Sequence[str], statistic: Callable[..., Any], combine: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, columns: Sequence[str], statistic: Callable[..., Any], combine: Callable[..., Any] | None = None
+    ) -> None:
         self.columns = tuple(columns)
         self.statistic = statistic
         self.combine = combine
@@ -274,7 +291,9 @@ class Pool:
         chosen = self.datasets if datasets is None else [d for d in self.datasets if d in set(datasets)]
         out = []
         for d in chosen:
-            units = pl.concat(self.parts[d]).group_by("qid", maintain_order=True).agg(pl.col(c).sum() for c in self.columns)
+            units = (
+                pl.concat(self.parts[d]).group_by("qid", maintain_order=True).agg(pl.col(c).sum() for c in self.columns)
+            )
             out.append(tuple(units[c].to_numpy() for c in self.columns))
         return out
 
@@ -299,7 +318,9 @@ class PooledDifferences(Pool):
 
     def add(self, dataset: str, qids: Sequence[str], values: np.ndarray) -> None:  # type: ignore[override]
         if len(qids):
-            super().add(dataset, pl.DataFrame({"qid": list(qids), "s": np.asarray(values, float), "c": np.ones(len(qids))}))
+            super().add(
+                dataset, pl.DataFrame({"qid": list(qids), "s": np.asarray(values, float), "c": np.ones(len(qids))})
+            )
 
 
 # --- building an entry ----------------------------------------------------------------------------
@@ -383,14 +404,29 @@ def make_entry(
     if covered and not datasets:
         scope = inputs.scope_of(claim) if inputs is not None else None
         reason = f"no configured dataset stands for one of the paper's datasets of this claim ({', '.join(scope or [])}: report.claim_scope.{claim.scope}; datasets.<name>.paper_dataset)"
-        entry |= {"status": "out of scope", "reason": reason, "overall": None, "effect": None, "lo": None, "hi": None,
-                  "n": 0, "interval": "none", "verdict": NOT_RUN, "note": note}
+        entry |= {
+            "status": "out of scope",
+            "reason": reason,
+            "overall": None,
+            "effect": None,
+            "lo": None,
+            "hi": None,
+            "n": 0,
+            "interval": "none",
+            "verdict": NOT_RUN,
+            "note": note,
+        }
     elif isinstance(pooled, (Pool, Effect)):
         effect = pooled.effect(rs, datasets) if isinstance(pooled, Pool) else pooled
         if effect is None:
             effect = Effect(float("nan"), float("nan"), float("nan"), 0, "none", "no queries")
         overall = too_few(make_cell({}, effect, claim), rs)
-        entry |= {"status": "run", "reason": note, "overall": "pooled", **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")}}
+        entry |= {
+            "status": "run",
+            "reason": note,
+            "overall": "pooled",
+            **{k: overall[k] for k in ("effect", "lo", "hi", "n", "interval", "verdict")},
+        }
         entry["note"] = "; ".join(t for t in (note, overall["note"]) if t)
     else:
         if claim.construction == "cannot_fail":
@@ -401,8 +437,18 @@ def make_entry(
             consensus = "reversed"
         else:
             consensus = "inconclusive"
-        entry |= {"status": "run", "reason": note, "overall": "cells", "effect": None, "lo": None, "hi": None,
-                  "n": sum(c["n"] for c in scoped), "interval": "none", "verdict": consensus, "note": note}
+        entry |= {
+            "status": "run",
+            "reason": note,
+            "overall": "cells",
+            "effect": None,
+            "lo": None,
+            "hi": None,
+            "n": sum(c["n"] for c in scoped),
+            "interval": "none",
+            "verdict": consensus,
+            "note": note,
+        }
     if claim.construction == "cannot_fail":
         entry["description"] = _describe(claim, entry)
     entry["cell_verdicts"] = counts

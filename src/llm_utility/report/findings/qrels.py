@@ -48,7 +48,9 @@ CLAIM = Claim(
 )
 
 
-def _matrices(pairs: pl.DataFrame, runs: list[str], qids: list[str] | None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+def _matrices(
+    pairs: pl.DataFrame, runs: list[str], qids: list[str] | None
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """(qids, own NDCG, human NDCG, correct): query x run matrices of the queries every run was
     answered with and both judges scored (only ``qids`` when given)."""
 
@@ -57,7 +59,9 @@ def _matrices(pairs: pl.DataFrame, runs: list[str], qids: list[str] | None) -> t
 
     own, human = (wide(pairs.filter(pl.col("judge") == j), "ndcg") for j in ("own", "human"))
     correct = wide(pairs.filter(pl.col("judge") == "own"), "correct")
-    joined = own.join(human, on="qid", suffix="__human").join(correct, on="qid", suffix="__correct", maintain_order="left")
+    joined = own.join(human, on="qid", suffix="__human").join(
+        correct, on="qid", suffix="__correct", maintain_order="left"
+    )
     if qids is not None:
         joined = joined.filter(pl.col("qid").is_in(qids))
     return (
@@ -85,12 +89,16 @@ def cell_difference(own: np.ndarray, human: np.ndarray, correct: np.ndarray, rs:
     return percentile_effect(point, draws, n, rs.confidence)
 
 
-def pooled_difference(cells: list[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray]], rs: Resampling) -> Effect | None:
+def pooled_difference(
+    cells: list[tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray]], rs: Resampling
+) -> Effect | None:
     """The mean over datasets of their cells' mean AUC difference, with a percentile interval: per resample each
     dataset's queries are drawn with replacement once and every cell of the dataset (an LLM, on its
     own unknown queries among them) weighs its queries by that draw, so the LLMs of a dataset stay
     paired. ``cells`` holds (dataset, qids, own, human, correct) query x run matrices."""
-    points = [float(_difference(o, h, c, np.ones((1, len(q))))[0]) if len(q) else float("nan") for _, q, o, h, c in cells]
+    points = [
+        float(_difference(o, h, c, np.ones((1, len(q))))[0]) if len(q) else float("nan") for _, q, o, h, c in cells
+    ]
     defined = [cell for cell, point in zip(cells, points) if np.isfinite(point)]
     if not defined:
         return None
@@ -131,7 +139,9 @@ def _entry(claim: Claim, inputs: FindingInputs, rs: Resampling) -> dict[str, Any
     cells, pooled_cells = [], []
     for (dataset, llm), part in pairs.group_by("dataset", "answer_llm", maintain_order=True):
         judged = part.filter(((pl.col("llm") == llm) & (pl.col("pool") == "U")) | (pl.col("pool") == "human"))
-        judged = judged.with_columns(judge=pl.when(pl.col("pool") == "human").then(pl.lit("human")).otherwise(pl.lit("own")))
+        judged = judged.with_columns(
+            judge=pl.when(pl.col("pool") == "human").then(pl.lit("human")).otherwise(pl.lit("own"))
+        )
         runs = judged["run"].unique(maintain_order=True).to_list()
         if len(runs) < 2:
             continue
@@ -140,7 +150,11 @@ def _entry(claim: Claim, inputs: FindingInputs, rs: Resampling) -> dict[str, Any
         qids, own, human, correct = _matrices(judged, runs, unknown)
         keys = {"dataset": dataset, "llm": llm, "runs": len(runs)}
         nan = float("nan")
-        effect = cell_difference(own, human, correct, rs) if qids else Effect(nan, nan, nan, 0, "none", "no unknown query answered with every run")
+        effect = (
+            cell_difference(own, human, correct, rs)
+            if qids
+            else Effect(nan, nan, nan, 0, "none", "no unknown query answered with every run")
+        )
         cells.append(make_cell(keys, effect, claim))
         if inputs.in_scope(dataset, claim):
             pooled_cells.append((dataset, qids, own, human, correct))

@@ -43,7 +43,9 @@ def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             survives = {True: "yes", False: "no", None: "n/a (main finding does not hold)"}[e.get("survives")]
             note = "; ".join(t for t in (f"control of {e['control_of']}: survives {survives}", note) if t)
         if "twin_of" in e:
-            note = "; ".join(t for t in (f"re-ask twin of {e['twin_of']}: survives {_survives_text(e.get('survives'))}", note) if t)
+            note = "; ".join(
+                t for t in (f"re-ask twin of {e['twin_of']}: survives {_survives_text(e.get('survives'))}", note) if t
+            )
         if e.get("overall") == "cells":
             note = "; ".join(t for t in ("verdict from the in-scope cells (no pooled interval)", note) if t)
         if e.get("description"):
@@ -100,15 +102,37 @@ def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
                 "original [95% CI]": _interval_text(e),
                 "original verdict": e["verdict"],
                 "re-ask [95% CI]": _interval_text(twin),
-                "re-ask verdict": twin["verdict"] if twin["status"] == "run" else f"{twin['verdict']} ({twin['reason']})",
+                "re-ask verdict": twin["verdict"]
+                if twin["status"] == "run"
+                else f"{twin['verdict']} ({twin['reason']})",
                 "survives": _survives_text(twin.get("survives")),
             }
         )
-    columns = ("finding", "construction", "original [95% CI]", "original verdict", "re-ask [95% CI]", "re-ask verdict", "survives")
+    columns = (
+        "finding",
+        "construction",
+        "original [95% CI]",
+        "original verdict",
+        "re-ask [95% CI]",
+        "re-ask verdict",
+        "survives",
+    )
     return pl.DataFrame(rows, schema={k: pl.String for k in columns})
 
 
-_CELL_FIELDS = ("effect", "lo", "hi", "n", "interval", "verdict", "note", "in_scope", "comparison", "known_left_out", "parse")
+_CELL_FIELDS = (
+    "effect",
+    "lo",
+    "hi",
+    "n",
+    "interval",
+    "verdict",
+    "note",
+    "in_scope",
+    "comparison",
+    "known_left_out",
+    "parse",
+)
 _PARSE_COLUMN = "genuine/unparsed/echo %"
 
 
@@ -126,7 +150,9 @@ def cells_frame(entry: Mapping[str, Any]) -> pl.DataFrame:
     if not entry["cells"]:
         return pl.DataFrame()
     parses = [_parse_text(c.get("parse")) for c in entry["cells"]]
-    frame = pl.DataFrame([{k: v for k, v in c.items() if k != "parse"} for c in entry["cells"]], infer_schema_length=None)
+    frame = pl.DataFrame(
+        [{k: v for k, v in c.items() if k != "parse"} for c in entry["cells"]], infer_schema_length=None
+    )
     if any(p is not None for p in parses):
         frame = frame.with_columns(pl.Series(_PARSE_COLUMN, parses, dtype=pl.String))
     keys = [c for c in frame.columns if c not in (*_CELL_FIELDS, _PARSE_COLUMN)]
@@ -151,7 +177,9 @@ _HEAD = (
 def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
     """findings.md: the summary table, the re-ask twins beside their originals, how each finding is
     built and which datasets it covers, then each finding's cells."""
-    head = "# Findings\n\n" + _HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed) + "\n"
+    head = (
+        "# Findings\n\n" + _HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed) + "\n"
+    )
     parts = [head, markdown(summary_frame(entries))]
     reask = reask_frame(entries)
     if reask.height:
@@ -168,8 +196,10 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> s
     for e in entries:
         if not e["cells"]:
             continue
-        parts.append(f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}. "
-                     f"Construction: {e.get('construction', '')}{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n")
+        parts.append(
+            f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}. "
+            f"Construction: {e.get('construction', '')}{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n"
+        )
         parts.append(markdown(cells_frame(e), floatfmt=".1f"))
     return "\n".join(parts)
 
@@ -179,7 +209,9 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
     import html
 
     def table(frame: pl.DataFrame) -> str:
-        return frame.to_pandas().to_html(index=False, na_rep="n/a", float_format=lambda x: f"{x:.1f}", border=0, classes="findings")
+        return frame.to_pandas().to_html(
+            index=False, na_rep="n/a", float_format=lambda x: f"{x:.1f}", border=0, classes="findings"
+        )
 
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Findings</title><style>"
@@ -195,9 +227,11 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
     parts += ["<h2>How each finding is built, and the datasets it covers</h2>", table(construction_frame(entries))]
     for e in entries:
         if e["cells"]:
-            parts.append(f"<h2>{html.escape(e['id'])}</h2><p>{html.escape(e['claim'])}. Unit: {html.escape(e['unit'])}; "
-                         f"expected {html.escape(e['expected'])}. Read from {html.escape(e['source'])}. "
-                         f"Construction: {html.escape(e.get('construction', ''))}.</p>")
+            parts.append(
+                f"<h2>{html.escape(e['id'])}</h2><p>{html.escape(e['claim'])}. Unit: {html.escape(e['unit'])}; "
+                f"expected {html.escape(e['expected'])}. Read from {html.escape(e['source'])}. "
+                f"Construction: {html.escape(e.get('construction', ''))}.</p>"
+            )
             parts.append(table(cells_frame(e)))
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -14,7 +14,9 @@ from .framework import Keyed, known_qids
 # --- transfer on the queries unknown to both LLMs of a cell ---------------------------------------
 
 
-def transfer_unknown_both(answers: Keyed, known: Keyed, llms: Sequence[str], dataset: str, candidates: str) -> pl.DataFrame:
+def transfer_unknown_both(
+    answers: Keyed, known: Keyed, llms: Sequence[str], dataset: str, candidates: str
+) -> pl.DataFrame:
     """The transfer matrix (Figures 2 / 8) next to its control on the queries unknown to both LLMs.
 
     One row per cell: dataset, candidates, gold_from (whose gold set, or Human), llm (the answering
@@ -66,8 +68,15 @@ def transfer_unknown_markdown(table: pl.DataFrame) -> str:
             .otherwise(pl.format("{} (n={})", pl.col("correct_unknown_both").round(1), pl.col("n_unknown_both")))
         )
         order = part["llm"].unique(maintain_order=True).to_list()
-        for title, value in (("all queries (paper)", pl.col("correct").round(1).cast(pl.String)), ("unknown to both", pl.col("both"))):
-            wide = cells.select("gold_from", "llm", value.alias("v")).pivot(on="llm", index="gold_from", values="v").select("gold_from", *order)
+        for title, value in (
+            ("all queries (paper)", pl.col("correct").round(1).cast(pl.String)),
+            ("unknown to both", pl.col("both")),
+        ):
+            wide = (
+                cells.select("gold_from", "llm", value.alias("v"))
+                .pivot(on="llm", index="gold_from", values="v")
+                .select("gold_from", *order)
+            )
             parts.append(f"### {dataset} ({candidates} candidates): {title}\n\n{markdown(wide)}")
     if table.is_empty():
         parts.append("(no rows: fewer than one LLM configured)\n")
