@@ -43,6 +43,18 @@ COST_COLUMNS = {
 _STAT_KEYS = ("made", "served", "prompt_tokens", "output_tokens", "seconds")
 
 
+# The columns a total row adds up (max_rss_mb takes the largest).
+SUMMED_COLUMNS = (
+    "jobs",
+    "calls_made",
+    "calls_served",
+    "prompt_tokens",
+    "output_tokens",
+    "call_seconds",
+    "wall_seconds",
+)
+
+
 def _add_calls(into: dict[str, dict[str, float]], calls: Mapping[str, Mapping[str, Any]]) -> None:
     for kind, stats in calls.items():
         counter = into.setdefault(kind, dict.fromkeys(_STAT_KEYS, 0.0))
@@ -191,19 +203,7 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
                 "llm": llm,
                 "backend": "+".join(sorted(row["backends"])),
                 "dtype": "+".join(sorted(row["dtypes"])),
-                **{
-                    k: row[k]
-                    for k in (
-                        "jobs",
-                        "calls_made",
-                        "calls_served",
-                        "prompt_tokens",
-                        "output_tokens",
-                        "call_seconds",
-                        "wall_seconds",
-                        "max_rss_mb",
-                    )
-                },
+                **{k: row[k] for k in (*SUMMED_COLUMNS, "max_rss_mb")},
                 "kinds": "+".join(k for k in KINDS if k in row["kinds"])
                 + "".join(f"+{k}" for k in sorted(row["kinds"] - set(KINDS))),
                 "missing": missing,
@@ -214,18 +214,7 @@ def cost_table(jobs: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 
 
 def _totals(table: pl.DataFrame) -> pl.DataFrame:
-    sums = [
-        pl.col(c).sum()
-        for c in (
-            "jobs",
-            "calls_made",
-            "calls_served",
-            "prompt_tokens",
-            "output_tokens",
-            "call_seconds",
-            "wall_seconds",
-        )
-    ]
+    sums = [pl.col(c).sum() for c in SUMMED_COLUMNS]
     per_llm = table.group_by("llm", maintain_order=True).agg(*sums, pl.col("max_rss_mb").max())
     overall = table.select(pl.lit("all").alias("llm"), *sums, pl.col("max_rss_mb").max())
     both = pl.concat([per_llm, overall]) if table.height else per_llm

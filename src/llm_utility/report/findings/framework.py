@@ -29,6 +29,8 @@ from ..bootstrap import Effect, paired_difference, ratio, stratified_interval, v
 
 Keyed = Mapping[Any, pl.DataFrame]
 NOT_RUN = "not run"
+# What an entry that computed nothing (not run, out of scope) says of its result.
+NO_RESULT = {"overall": None, "effect": None, "lo": None, "hi": None, "n": 0, "interval": "none", "verdict": NOT_RUN}
 VERDICTS = ("holds", "reversed", "inconclusive")
 # The verdict of a finding that cannot fail by construction: its effect is described, not tested.
 BY_CONSTRUCTION = "by construction"
@@ -407,13 +409,7 @@ def make_entry(
         entry |= {
             "status": "out of scope",
             "reason": reason,
-            "overall": None,
-            "effect": None,
-            "lo": None,
-            "hi": None,
-            "n": 0,
-            "interval": "none",
-            "verdict": NOT_RUN,
+            **NO_RESULT,
             "note": note,
         }
     elif isinstance(pooled, (Pool, Effect)):
@@ -464,13 +460,7 @@ def not_run(claim: Claim, reason: str, inputs: FindingInputs | None = None) -> d
         "datasets_out_of_scope": [],
         "status": NOT_RUN,
         "reason": reason,
-        "overall": None,
-        "effect": None,
-        "lo": None,
-        "hi": None,
-        "n": 0,
-        "interval": "none",
-        "verdict": NOT_RUN,
+        **NO_RESULT,
         "note": "",
         "cell_verdicts": dict.fromkeys((*VERDICTS, BY_CONSTRUCTION), 0),
         "cells": [],
