@@ -285,23 +285,33 @@ DEMO_QUERIES = {
         [
             (
                 "Nanjing",
-                "Nanjing is the tenth-largest city of China. It has a population of 9,314,685 according to GeoNames. Nanjing lies in Eastern Asia, a subregion of Asia, at 32.06° N, 118.78° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+                "Nanjing is the tenth-largest city of China. It has a population of 9,314,685 according to GeoNames. "
+                "Nanjing lies in Eastern Asia, a subregion of Asia, at 32.06° N, 118.78° E. Local time follows the "
+                "Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
             ),
             (
                 "Shenyang",
-                "Shenyang is the 16th-largest city of China. GeoNames records a population of 7,050,000 for the city. Shenyang lies in Eastern Asia, a subregion of Asia, at 41.79° N, 123.43° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+                "Shenyang is the 16th-largest city of China. GeoNames records a population of 7,050,000 for the city. "
+                "Shenyang lies in Eastern Asia, a subregion of Asia, at 41.79° N, 123.43° E. Local time follows the "
+                "Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
             ),
             (
                 "Shenzhen",
-                "Shenzhen is the third-largest city of China. GeoNames records a population of 17,494,398 for the city. Shenzhen lies in Eastern Asia, a subregion of Asia, at 22.55° N, 114.07° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+                "Shenzhen is the third-largest city of China. GeoNames records a population of 17,494,398 for the "
+                "city. Shenzhen lies in Eastern Asia, a subregion of Asia, at 22.55° N, 114.07° E. Local time follows "
+                "the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
             ),
             (
                 "Jiangmen",
-                "Jiangmen is the 79th-largest city of China. It has a population of 1,795,459 according to GeoNames. Jiangmen lies in Eastern Asia, a subregion of Asia, at 22.58° N, 113.08° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+                "Jiangmen is the 79th-largest city of China. It has a population of 1,795,459 according to GeoNames. "
+                "Jiangmen lies in Eastern Asia, a subregion of Asia, at 22.58° N, 113.08° E. Local time follows the "
+                "Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
             ),
             (
                 "Tianjin",
-                "Tianjin is the sixth-largest city of China. GeoNames records a population of 11,090,314 for the city. Tianjin lies in Eastern Asia, a subregion of Asia, at 39.14° N, 117.18° E. Local time follows the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
+                "Tianjin is the sixth-largest city of China. GeoNames records a population of 11,090,314 for the "
+                "city. Tianjin lies in Eastern Asia, a subregion of Asia, at 39.14° N, 117.18° E. Local time follows "
+                "the Asia/Shanghai time zone. GeoNames lists 2,106 places in China with at least 15,000 inhabitants.",
             ),
         ],
     ),
@@ -310,23 +320,35 @@ DEMO_QUERIES = {
         [
             (
                 "Bhutan",
-                "The capital of Bhutan is Thimphu. Bhutan lies in Southern Asia, a subregion of Asia. Thimphu is located at 27.47° N, 89.63° E. The geographic centre of Bhutan is near 27.50° N, 90.50° E. Other countries and territories of Southern Asia include Afghanistan, Bangladesh and India.",
+                "The capital of Bhutan is Thimphu. Bhutan lies in Southern Asia, a subregion of Asia. Thimphu "
+                "is located at 27.47° N, 89.63° E. The geographic centre of Bhutan is near 27.50° N, 90.50° E. "
+                "Other countries and territories of Southern Asia include Afghanistan, Bangladesh and India.",
             ),
             (
                 "Bhutan",
-                "Bhutan shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
+                "Bhutan shares land borders with 2 countries and territories: China and India. It lies "
+                "in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with "
+                "about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
             ),
             (
                 "Bhutan",
-                "Bhutan has an estimated population of 755,030. It covers a total area of 38,394 square kilometres, which gives a population density of about 20 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 8th by population and 8th by area. The most populous country of Southern Asia is India.",
+                "Bhutan has an estimated population of 755,030. It covers a total area of 38,394 square "
+                "kilometres, which gives a population density of about 20 inhabitants per square "
+                "kilometre. Among the 9 countries and territories of Southern Asia, it ranks 8th by "
+                "population and 8th by area. The most populous country of Southern Asia is India.",
             ),
             (
                 "Bhutan",
-                "The official language of Bhutan is Dzongkha. The demonym for the people of Bhutan is Bhutanese. In its own official language, the name of Bhutan is འབྲུགཡུལ་. Bhutan has about 755,030 inhabitants, less than 0.1% of the population of Southern Asia.",
+                "The official language of Bhutan is Dzongkha. The demonym for the people of Bhutan "
+                "is Bhutanese. In its own official language, the name of Bhutan is འབྲུགཡུལ་. Bhutan "
+                "has about 755,030 inhabitants, less than 0.1% of the population of Southern Asia.",
             ),
             (
                 "Bhutan",
-                "Bhutan has 2 official currencies: the Ngultrum (BTN) and the Indian Rupee (INR). Prices, wages and public accounts in the country are expressed in these currencies, and their three-letter ISO 4217 codes are used in banking, trade and foreign-exchange markets. The Indian Rupee is also the official currency of 1 other country or territory. Bhutan is located in Southern Asia.",
+                "Bhutan has 2 official currencies: the Ngultrum (BTN) and the Indian Rupee (INR). Prices, wages "
+                "and public accounts in the country are expressed in these currencies, and their three-letter "
+                "ISO 4217 codes are used in banking, trade and foreign-exchange markets. The Indian Rupee is "
+                "also the official currency of 1 other country or territory. Bhutan is located in Southern Asia.",
             ),
         ],
     ),
@@ -335,23 +357,36 @@ DEMO_QUERIES = {
         [
             (
                 "Canada",
-                "The ISO 3166-1 codes of Canada are CA (alpha-2) and CAN (alpha-3). Its international calling code is +1. The country code top-level domain for Canada on the internet is .ca. Canada spans 6 time zones, from UTC−08:00 to UTC−03:30. These codes identify Canada in international standards, telephony and web addresses.",
+                "The ISO 3166-1 codes of Canada are CA (alpha-2) and CAN (alpha-3). Its "
+                "international calling code is +1. The country code top-level domain for Canada on "
+                "the internet is .ca. Canada spans 6 time zones, from UTC−08:00 to UTC−03:30. These "
+                "codes identify Canada in international standards, telephony and web addresses.",
             ),
             (
                 "China",
-                "The ISO 3166-1 codes of China are CN (alpha-2) and CHN (alpha-3). Its international calling code is +86. The country code top-level domain for China on the internet is .cn. China uses the time zone UTC+08:00. These codes identify China in international standards, telephony and web addresses.",
+                "The ISO 3166-1 codes of China are CN (alpha-2) and CHN (alpha-3). Its international calling code is "
+                "+86. The country code top-level domain for China on the internet is .cn. China uses the time zone "
+                "UTC+08:00. These codes identify China in international standards, telephony and web addresses.",
             ),
             (
                 "Christmas Island",
-                "The ISO 3166-1 codes of Christmas Island are CX (alpha-2) and CXR (alpha-3). Its international calling code is +61. The country code top-level domain for Christmas Island on the internet is .cx. These codes identify Christmas Island in international standards, telephony and web addresses.",
+                "The ISO 3166-1 codes of Christmas Island are CX (alpha-2) and CXR (alpha-3). Its international "
+                "calling code is +61. The country code top-level domain for Christmas Island on the internet is .cx. "
+                "These codes identify Christmas Island in international standards, telephony and web addresses.",
             ),
             (
                 "Seychelles",
-                "The ISO 3166-1 codes of the Seychelles are SC (alpha-2) and SYC (alpha-3). Its international calling code is +248. The country code top-level domain for the Seychelles on the internet is .sc. The Seychelles uses the time zone UTC+04:00. These codes identify the Seychelles in international standards, telephony and web addresses.",
+                "The ISO 3166-1 codes of the Seychelles are SC (alpha-2) and SYC (alpha-3). Its "
+                "international calling code is +248. The country code top-level domain for the "
+                "Seychelles on the internet is .sc. The Seychelles uses the time zone UTC+04:00. These "
+                "codes identify the Seychelles in international standards, telephony and web addresses.",
             ),
             (
                 "United Kingdom",
-                "The ISO 3166-1 codes of the United Kingdom are GB (alpha-2) and GBR (alpha-3). Its international calling code is +44. The country code top-level domain for the United Kingdom on the internet is .uk. The United Kingdom spans 9 time zones, from UTC−08:00 to UTC+06:00. These codes identify the United Kingdom in international standards, telephony and web addresses.",
+                "The ISO 3166-1 codes of the United Kingdom are GB (alpha-2) and GBR (alpha-3). Its "
+                "international calling code is +44. The country code top-level domain for the United Kingdom on "
+                "the internet is .uk. The United Kingdom spans 9 time zones, from UTC−08:00 to UTC+06:00. These "
+                "codes identify the United Kingdom in international standards, telephony and web addresses.",
             ),
         ],
     ),
@@ -360,23 +395,34 @@ DEMO_QUERIES = {
         [
             (
                 "Nepal",
-                "The official language of Nepal is Nepali. The demonym for the people of Nepal is Nepalese. In its own official language, the name of Nepal is नेपाल. Nepal has about 27,646,053 inhabitants, 1.6% of the population of Southern Asia.",
+                "The official language of Nepal is Nepali. The demonym for the people of Nepal "
+                "is Nepalese. In its own official language, the name of Nepal is नेपाल. Nepal "
+                "has about 27,646,053 inhabitants, 1.6% of the population of Southern Asia.",
             ),
             (
                 "Nepal",
-                "The capital of Nepal is Kathmandu. Nepal lies in Southern Asia, a subregion of Asia. Kathmandu is located at 27.71° N, 85.32° E. The geographic centre of Nepal is near 28.00° N, 84.00° E. Other countries and territories of Southern Asia include Afghanistan, Iran and Sri Lanka.",
+                "The capital of Nepal is Kathmandu. Nepal lies in Southern Asia, a subregion of Asia. Kathmandu "
+                "is located at 27.71° N, 85.32° E. The geographic centre of Nepal is near 28.00° N, 84.00° E. "
+                "Other countries and territories of Southern Asia include Afghanistan, Iran and Sri Lanka.",
             ),
             (
                 "Nepal",
-                "The population of Nepal is estimated at 27,646,053 people. It covers a total area of 147,181 square kilometres, which gives a population density of about 188 inhabitants per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks 5th by population and 6th by area. The most populous country of Southern Asia is India.",
+                "The population of Nepal is estimated at 27,646,053 people. It covers a total area of "
+                "147,181 square kilometres, which gives a population density of about 188 inhabitants "
+                "per square kilometre. Among the 9 countries and territories of Southern Asia, it ranks "
+                "5th by population and 6th by area. The most populous country of Southern Asia is India.",
             ),
             (
                 "Nepal",
-                "Nepal shares land borders with 2 countries and territories: China and India. It lies in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
+                "Nepal shares land borders with 2 countries and territories: China and India. It lies "
+                "in Southern Asia, a subregion of Asia. Its most populous neighbour is China, with "
+                "about 1,367,110,000 inhabitants. Some of its neighbours lie outside Southern Asia.",
             ),
             (
                 "Nepal",
-                "The official currency of Nepal is the Nepalese Rupee (NPR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Nepal is located in Southern Asia.",
+                "The official currency of Nepal is the Nepalese Rupee (NPR). Prices, wages and public "
+                "accounts in the country are expressed in this currency, and its three-letter ISO 4217 code "
+                "is used in banking, trade and foreign-exchange markets. Nepal is located in Southern Asia.",
             ),
         ],
     ),
@@ -385,23 +431,34 @@ DEMO_QUERIES = {
         [
             (
                 "Qatar",
-                "Doha is the capital of Qatar. Qatar lies in Western Asia, a subregion of Asia. Doha is located at 25.29° N, 51.53° E. The geographic centre of Qatar is near 25.50° N, 51.25° E. Other countries and territories of Western Asia include Armenia, Bahrain and Kuwait.",
+                "Doha is the capital of Qatar. Qatar lies in Western Asia, a subregion of Asia. Doha is "
+                "located at 25.29° N, 51.53° E. The geographic centre of Qatar is near 25.50° N, 51.25° E. "
+                "Other countries and territories of Western Asia include Armenia, Bahrain and Kuwait.",
             ),
             (
                 "Qatar",
-                "The official language of Qatar is Arabic. The demonym for the people of Qatar is Qatari. Arabic is also an official language in 24 other countries and territories. In its own official language, the name of Qatar is قطر. Qatar has about 2,269,672 inhabitants, 0.9% of the population of Western Asia.",
+                "The official language of Qatar is Arabic. The demonym for the people of Qatar is Qatari. Arabic is "
+                "also an official language in 24 other countries and territories. In its own official language, the "
+                "name of Qatar is قطر. Qatar has about 2,269,672 inhabitants, 0.9% of the population of Western Asia.",
             ),
             (
                 "Qatar",
-                "Qatar has an estimated population of 2,269,672. It covers a total area of 11,586 square kilometres, which gives a population density of about 196 inhabitants per square kilometre. Among the 18 countries and territories of Western Asia, it ranks 16th by population and 14th by area. The most populous country of Western Asia is Turkey.",
+                "Qatar has an estimated population of 2,269,672. It covers a total area of 11,586 square "
+                "kilometres, which gives a population density of about 196 inhabitants per square "
+                "kilometre. Among the 18 countries and territories of Western Asia, it ranks 16th by "
+                "population and 14th by area. The most populous country of Western Asia is Turkey.",
             ),
             (
                 "Qatar",
-                "Qatar shares a land border with one country or territory, Saudi Arabia. It lies in Western Asia, a subregion of Asia. Its only neighbour Saudi Arabia has about 30,770,375 inhabitants. All of its neighbours are also in Western Asia.",
+                "Qatar shares a land border with one country or territory, Saudi Arabia. It "
+                "lies in Western Asia, a subregion of Asia. Its only neighbour Saudi Arabia has "
+                "about 30,770,375 inhabitants. All of its neighbours are also in Western Asia.",
             ),
             (
                 "Qatar",
-                "The official currency of Qatar is the Qatari Rial (QAR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Qatar is located in Western Asia.",
+                "The official currency of Qatar is the Qatari Rial (QAR). Prices, wages and public accounts "
+                "in the country are expressed in this currency, and its three-letter ISO 4217 code is used "
+                "in banking, trade and foreign-exchange markets. Qatar is located in Western Asia.",
             ),
         ],
     ),
@@ -410,23 +467,37 @@ DEMO_QUERIES = {
         [
             (
                 "Peru",
-                "Peru shares land borders with 5 countries and territories: Bolivia, Brazil, Chile, Colombia and Ecuador. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+                "Peru shares land borders with 5 countries and territories: Bolivia, Brazil, Chile, "
+                "Colombia and Ecuador. It lies in Latin America and the Caribbean, a subregion of "
+                "the Americas. Its most populous neighbour is Brazil, with about 203,586,000 "
+                "inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
             ),
             (
                 "Panama",
-                "Panama shares land borders with 2 countries and territories: Colombia and Costa Rica. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Colombia, with about 47,907,800 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+                "Panama shares land borders with 2 countries and territories: Colombia and Costa "
+                "Rica. It lies in Latin America and the Caribbean, a subregion of the Americas. "
+                "Its most populous neighbour is Colombia, with about 47,907,800 inhabitants. All "
+                "of its neighbours are also in Latin America and the Caribbean.",
             ),
             (
                 "Uruguay",
-                "Uruguay shares land borders with 2 countries and territories: Argentina and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+                "Uruguay shares land borders with 2 countries and territories: Argentina and Brazil. It lies in Latin "
+                "America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with "
+                "about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
             ),
             (
                 "Paraguay",
-                "Paraguay shares land borders with 3 countries and territories: Argentina, Bolivia and Brazil. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+                "Paraguay shares land borders with 3 countries and territories: Argentina, "
+                "Bolivia and Brazil. It lies in Latin America and the Caribbean, a subregion of "
+                "the Americas. Its most populous neighbour is Brazil, with about 203,586,000 "
+                "inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
             ),
             (
                 "Bolivia",
-                "Bolivia shares land borders with 5 countries and territories: Argentina, Brazil, Chile, Paraguay and Peru. It lies in Latin America and the Caribbean, a subregion of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
+                "Bolivia shares land borders with 5 countries and territories: Argentina, Brazil, "
+                "Chile, Paraguay and Peru. It lies in Latin America and the Caribbean, a subregion "
+                "of the Americas. Its most populous neighbour is Brazil, with about 203,586,000 "
+                "inhabitants. All of its neighbours are also in Latin America and the Caribbean.",
             ),
         ],
     ),
@@ -435,23 +506,33 @@ DEMO_QUERIES = {
         [
             (
                 "Thailand",
-                "Thailand uses the Baht (THB) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Thailand is located in South-eastern Asia.",
+                "Thailand uses the Baht (THB) as its official currency. Prices, wages and public accounts "
+                "in the country are expressed in this currency, and its three-letter ISO 4217 code is used "
+                "in banking, trade and foreign-exchange markets. Thailand is located in South-eastern Asia.",
             ),
             (
                 "Thailand",
-                "The official language of Thailand is Thai. The demonym for the people of Thailand is Thai. In its own official language, the name of Thailand is ประเทศไทย. Thailand has about 64,871,000 inhabitants, 10.5% of the population of South-eastern Asia.",
+                "The official language of Thailand is Thai. The demonym for the people of Thailand "
+                "is Thai. In its own official language, the name of Thailand is ประเทศไทย. Thailand "
+                "has about 64,871,000 inhabitants, 10.5% of the population of South-eastern Asia.",
             ),
             (
                 "Laos",
-                "Laos uses the Lao Kip (LAK) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Laos is located in South-eastern Asia.",
+                "Laos uses the Lao Kip (LAK) as its official currency. Prices, wages and public accounts "
+                "in the country are expressed in this currency, and its three-letter ISO 4217 code is used "
+                "in banking, trade and foreign-exchange markets. Laos is located in South-eastern Asia.",
             ),
             (
                 "Cambodia",
-                "Cambodia uses the Riel (KHR) as its official currency. Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Cambodia is located in South-eastern Asia.",
+                "Cambodia uses the Riel (KHR) as its official currency. Prices, wages and public accounts "
+                "in the country are expressed in this currency, and its three-letter ISO 4217 code is used "
+                "in banking, trade and foreign-exchange markets. Cambodia is located in South-eastern Asia.",
             ),
             (
                 "Pakistan",
-                "The official currency of Pakistan is the Pakistan Rupee (PKR). Prices, wages and public accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is used in banking, trade and foreign-exchange markets. Pakistan is located in Southern Asia.",
+                "The official currency of Pakistan is the Pakistan Rupee (PKR). Prices, wages and public "
+                "accounts in the country are expressed in this currency, and its three-letter ISO 4217 code is "
+                "used in banking, trade and foreign-exchange markets. Pakistan is located in Southern Asia.",
             ),
         ],
     ),
@@ -482,24 +563,30 @@ OLD_WORDING = {
     "passage": "{title} {text}",
     "passage_separator": "\n",
     "judgment": {
-        "definition": "A passage has utility for you only if it helps you give a correct answer to the question and gives you "
-        "information that you do not already know: a passage that only repeats what you already know has no utility for you.",
+        "definition": "A passage has utility for you only if it helps you give a correct answer "
+        "to the question and gives you information that you do not already know: a "
+        "passage that only repeats what you already know has no utility for you.",
         "pseudo_answer": "Your answer to the question, given all the passages: {answer}",
-        "reject_known": "If you can answer the question without the passages, all the passages do not have utility for you.",
+        "reject_known": "If you can answer the question without the passages, "
+        "all the passages do not have utility for you.",
         "output_format": {"pointwise": "Yes or No", "select": "[1], [3]", "rank": "[2] > [1] > [3]"},
-        "pointwise": "Judge whether the passage has utility for you in answering the question.\n{definition}\nQuestion: {question}\n"
-        "Passage: {passage}\n{pseudo_answer}\nDoes the passage have utility for you? Answer Yes or No.",
+        "pointwise": "Judge whether the passage has utility for you in answering the question.\n"
+        "{definition}\nQuestion: {question}\nPassage: {passage}\n{pseudo_answer}\n"
+        "Does the passage have utility for you? Answer Yes or No.",
         "listwise": {
-            "system": "You are the utility judge, an assistant that finds the passages that have utility for you in answering a question.",
+            "system": "You are the utility judge, an assistant that finds the "
+            "passages that have utility for you in answering a question.",
             "system_ack": "Yes, I am the utility judge.",
-            "intro": "I will give you {num} passages, each with a numerical identifier []. They are candidates for answering the question: {question}",
+            "intro": "I will give you {num} passages, each with a numerical identifier "
+            "[]. They are candidates for answering the question: {question}",
             "intro_ack": "Okay, please provide the passages.",
             "passage": "[{i}] {passage}",
             "passage_ack": "Received passage [{i}].",
-            "select": "Question: {question}\n{pseudo_answer}\n{definition}\n{reject_known}\nSelect the passages that have utility for you. "
-            "Output only their identifiers, for example: [1], [3]. If no passage has utility, output: None.",
-            "rank": "Question: {question}\n{pseudo_answer}\n{definition}\nRank the {num} passages by their utility for you, most useful "
-            "first. Output only the identifiers, for example: [2] > [1] > [3].",
+            "select": "Question: {question}\n{pseudo_answer}\n{definition}\n{reject_known}\nSelect "
+            "the passages that have utility for you. Output only their identifiers, for "
+            "example: [1], [3]. If no passage has utility, output: None.",
+            "rank": "Question: {question}\n{pseudo_answer}\n{definition}\nRank the {num} passages by their utility "
+            "for you, most useful first. Output only the identifiers, for example: [2] > [1] > [3].",
         },
         "completion_cue": {"pointwise": "Answer:", "select": "Selection:", "rank": "Ranking:"},
     },
@@ -607,9 +694,9 @@ def test_a_real_pointwise_echo_of_the_pseudo_answer():
     karachi = Passage(
         "city-1174872",
         "Karachi",
-        "Karachi is the second-largest city of Pakistan. GeoNames records a population of 11,624,219 for "
-        "the city. Karachi lies in Southern Asia, a subregion of Asia, at 24.86° N, 67.01° E. Local time follows the Asia/Karachi "
-        "time zone. GeoNames lists 370 places in Pakistan with at least 15,000 inhabitants.",
+        "Karachi is the second-largest city of Pakistan. GeoNames records a population of 11,624,219 for the "
+        "city. Karachi lies in Southern Asia, a subregion of Asia, at 24.86° N, 67.01° E. Local time follows "
+        "the Asia/Karachi time zone. GeoNames lists 370 places in Pakistan with at least 15,000 inhabitants.",
     )
     text = pointwise_prompt(
         OLD_WORDING,
