@@ -110,7 +110,8 @@ TWOWIKI = [
                 "Super Bowl 50 halftime show",
                 [
                     "The Super Bowl 50 Halftime Show took place on February 7, 2016.",
-                    "It was headlined by the British rock group Coldplay with special guest performers Beyoncé and Bruno Mars.",
+                    "It was headlined by the British rock group Coldplay "
+                    "with special guest performers Beyoncé and Bruno Mars.",
                 ],
             ],
         ],

@@ -146,7 +146,8 @@ def test_reask_prompt_is_a_paraphrase_never_an_answer_call(passages_file):
     q1_union = next(t for ctx, qid, _, t in reask_rows if ctx == "reask_union" and qid == "q1")
     # Written out from config/prompts.yaml's reask.qa.with_passages, passages last-to-first.
     assert q1_union == (
-        "Passages:\nLima Lima is a city in Peru.\nChile Santiago is the capital of Chile.\nPeru Lima is the capital of Peru.\n"
+        "Passages:\nLima Lima is a city in Peru.\nChile Santiago is the capital of Chile.\n"
+        "Peru Lima is the capital of Peru.\n"
         "Using these passages or what you know, reply to the question below in a word or a short phrase.\n"
         "Question: What is the capital of Peru?\nShort reply:"
     )

@@ -150,7 +150,8 @@ SHAPES = [
     ("Question: What is the capital of Peru? Answer:", " Lima"),  # the likelihood shape
     ("Peru?", " Lima is the capital of Peru, and Santiago is the capital of Chile."),  # target longer than prompt
     (
-        "Information: Oslo lies on the coast of Norway. Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
+        "Information: Oslo lies on the coast of Norway. Lima is the capital of Peru. "
+        "Question: What is the capital of Peru? Answer:",
         " Lima",
     ),
     ("", "Question: What is the capital of Chile? Santiago is the capital of Chile."),  # the query+passage shape

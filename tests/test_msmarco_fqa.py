@@ -39,9 +39,20 @@ QNA = {
     "wellFormedAnswers": {"0": "[]", "1": "[]", "2": "[]", "3": "[]", "4": "[]"},
     "passages": {str(i): [] for i in range(5)},
 }
-COLLECTION = "7\tColdplay are a British rock band formed in London in 1996.\n8\tThe show was watched by 115.5 million viewers.\n9\tLima is a city in Allen County, Ohio.\n"
+COLLECTION = (
+    "7\tColdplay are a British rock band formed in London in 1996.\n"
+    "8\tThe show was watched by 115.5 million viewers.\n"
+    "9\tLima is a city in Allen County, Ohio.\n"
+)
 # queries.dev.small.tsv: qid<TAB>query; 1006 is not in the QnA file (another split).
-QUERIES = "1001\twhere was coldplay formed\n1002\twhat is a rock band\n1003\thow many viewers watched super bowl 50\n1004\twho headlined the halftime show\n1005\twhat county is lima in\n1006\tan eval query\n"
+QUERIES = (
+    "1001\twhere was coldplay formed\n"
+    "1002\twhat is a rock band\n"
+    "1003\thow many viewers watched super bowl 50\n"
+    "1004\twho headlined the halftime show\n"
+    "1005\twhat county is lima in\n"
+    "1006\tan eval query\n"
+)
 # qrels.dev.small.tsv: TREC qrels, tab-separated; 1003 has two relevant passages, one not in the collection.
 QRELS = "1001\t0\t7\t1\n1002\t0\t7\t1\n1003\t0\t8\t1\n1003\t0\t99\t1\n1004\t0\t8\t1\n1005\t0\t9\t1\n1005\t0\t7\t0\n"
 

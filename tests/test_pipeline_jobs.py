@@ -638,7 +638,8 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
 
     log = tmp_path / "judge.log"
     log.write_text(
-        'x INFO llm_utility: store_stats {"llm": "std-a", "job": "j", "calls": {"generate": {"made": 3, "served": 1, "prompt_tokens": 30, "output_tokens": 6, "seconds": 0.5}}}\n'
+        'x INFO llm_utility: store_stats {"llm": "std-a", "job": "j", "calls": {"generate": '
+        '{"made": 3, "served": 1, "prompt_tokens": 30, "output_tokens": 6, "seconds": 0.5}}}\n'
     )
     bench = tmp_path / "judge.tsv"
     bench.write_text("s\th:m:s\tmax_rss\n2.5\t0:00:02\t100.0\n")

@@ -501,9 +501,9 @@ def _write_v2_shard(path: Path, rows: list[tuple]) -> None:
     """A shard as version 2 of the store wrote it (no checksum, leases or writer)."""
     db = sqlite3.connect(path)
     db.execute(
-        "CREATE TABLE calls (key TEXT PRIMARY KEY, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, backend TEXT NOT NULL, "
-        "params TEXT NOT NULL, prompt TEXT NOT NULL, target TEXT NOT NULL, value TEXT NOT NULL, prompt_tokens INTEGER "
-        "NOT NULL, output_tokens INTEGER NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL)"
+        "CREATE TABLE calls (key TEXT PRIMARY KEY, kind TEXT NOT NULL, fingerprint TEXT NOT NULL, "
+        "backend TEXT NOT NULL, params TEXT NOT NULL, prompt TEXT NOT NULL, target TEXT NOT NULL, value TEXT NOT NULL, "
+        "prompt_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL)"
     )
     db.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     db.execute("PRAGMA user_version = 2")

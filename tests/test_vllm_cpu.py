@@ -47,9 +47,11 @@ NEAR_TIE = 2 * SCORE_TOLERANCE
 pytestmark = pytest.mark.slow
 
 QWEN3_TEMPLATE = (  # Qwen3's chat template, reduced to what the workflow sends (no tools, no history of thoughts)
-    "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}{%- endif %}"
 )
 
 
@@ -320,7 +322,8 @@ def compared(tmp_path_factory):
     assert rc == 0, (tmp / "worker.log").read_text()[-6000:]
     results = json.loads((tmp / "results.json").read_text())
     print(
-        f"\ntransformers backend: {hf_seconds:.0f} s; vLLM worker (import, 2 engines, all calls): {worker_seconds:.0f} s; "
+        f"\ntransformers backend: {hf_seconds:.0f} s; "
+        f"vLLM worker (import, 2 engines, all calls): {worker_seconds:.0f} s; "
         f"the Snakemake job done after {job_seconds:.0f} s"
     )
     models = {c["name"]: (c, hf[c["name"]], results["models"][c["name"]], gens[c["name"]]) for c in cases}

@@ -66,7 +66,10 @@ def test_snakefmt_clean(repo):
 # A full listwise answer over k candidates: every id in the output format of config/prompts.yaml and a
 # 24-word lead-in sentence; a pointwise one, the verdict in its format (the token counts the configs'
 # comments state, measured with the demo models' tokenizers by the slow test below).
-LEAD_IN = "Based on the question and my own knowledge, the passages that give me useful information I did not already know are the following ones: "
+LEAD_IN = (
+    "Based on the question and my own knowledge, the passages that give me useful information I did not already know "
+    "are the following ones: "
+)
 FULL_ANSWER_TOKENS = {
     "smollm2-135m": {
         ("listwise", 20): 82,

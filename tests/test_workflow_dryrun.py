@@ -178,7 +178,8 @@ def test_paper_config_tags_gpu_jobs(paper_dag):
         r"output: results/nq/(parts/1-of-\d+/)?qwen3-32b/answers/none.parquet.*?resources: [^\n]*gpu=2", paper_dag, re.S
     )
     assert re.search(
-        r"output: [^\n]*results/nq/(parts/1-of-\d+/)?qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n.*?resources: [^\n]*gpu=2",
+        r"output: [^\n]*results/nq/(parts/1-of-\d+/)?qwen3-32b/judgments/listwise_pa.parquet[^\n]*\n"
+        r".*?resources: [^\n]*gpu=2",
         paper_dag,
         re.S,
     )
