@@ -341,7 +341,8 @@ def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[
         f" --task {args.task} --models {args.models}`.\n"
         "# Your corpus and queries with config/paper.yaml's settings (top-k, every judgment method on every\n"
         "# query, the re-ask, a BM25 run): none of the CPU demo's cuts. Every key: docs/configuration.md.\n"
-        f"# Run from the repository: snakemake --configfile {_config_path(args.out)} --cores all   (on GPUs: docs/cluster.md)\n\n"
+        "# Run from the repository: "
+        f"snakemake --configfile {_config_path(args.out)} --cores all   (on GPUs: docs/cluster.md)\n\n"
     )
     if args.models == "paper":
         note = (
@@ -366,7 +367,8 @@ def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[
     if args.name in PAPER_DATASETS:
         text = text.replace(
             "    paper_dataset:\n",
-            f"    # '{args.name}' names the paper's {PAPER_DATASETS[args.name]}: findings.json tests the paper's claims\n"
+            f"    # '{args.name}' names the paper's {PAPER_DATASETS[args.name]}: "
+            "findings.json tests the paper's claims\n"
             "    # about it on this dataset. Not that benchmark? Set `paper_dataset: []`, or rename it.\n"
             "    paper_dataset:\n",
             1,
@@ -452,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     for warning in warnings:
         print(f"WARNING: {warning}")
     print(
-        f"next, from the repository: snakemake --configfile {_config_path(args.out)} --cores all -n   (the jobs it would run)"
+        "next, from the repository: "
+        f"snakemake --configfile {_config_path(args.out)} --cores all -n   (the jobs it would run)"
     )
     return 0
 

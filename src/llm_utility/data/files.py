@@ -30,10 +30,13 @@ WHERE_TO_GET = {
     "kilt": "the KILT release, https://github.com/facebookresearch/KILT (README table: <task>-dev-kilt.jsonl)",
     "kilt-knowledge-source": "http://dl.fbaipublicfiles.com/KILT/kilt_knowledgesource.json (see the KILT README)",
     "triviaqa-questions": "TriviaQA's triviaqa-rc.tar.gz, member qa/wikipedia-dev.json (http://nlp.cs.washington.edu/triviaqa)",
-    "2wiki": "the 2WikiMultihopQA release, https://github.com/Alab-NII/2wikimultihop (data_ids_april7.zip, member dev.json)",
+    "2wiki": "the 2WikiMultihopQA release, https://github.com/Alab-NII/2wikimultihop "
+    "(data_ids_april7.zip, member dev.json)",
     "msmarco-qa": "MS MARCO QnA v2.1, https://microsoft.github.io/msmarco/ (dev_v2.1.json.gz)",
-    "msmarco-ranking": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collectionandqueries.tar.gz, members queries.dev.small.tsv and qrels.dev.small.tsv)",
-    "msmarco": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ (collection.tar.gz, member collection.tsv)",
+    "msmarco-ranking": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ "
+    "(collectionandqueries.tar.gz, members queries.dev.small.tsv and qrels.dev.small.tsv)",
+    "msmarco": "MS MARCO passage ranking, https://microsoft.github.io/msmarco/ "
+    "(collection.tar.gz, member collection.tsv)",
     "dpr": "DPR's Wikipedia split, https://github.com/facebookresearch/DPR (psgs_w100.tsv.gz)",
     "local": "your own data (docs/data.md, 'Bring your own data')",
 }

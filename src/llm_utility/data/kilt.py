@@ -100,7 +100,8 @@ def load_kilt_queries(
             question = question if isinstance(question, str) and question.strip() else trivia_question
         if not isinstance(question, str) or not question.strip():
             hint = (
-                " (KILT's TriviaQA files carry only ids: set the dataset's `questions` to TriviaQA's wikipedia-dev.json)"
+                " (KILT's TriviaQA files carry only ids: "
+                "set the dataset's `questions` to TriviaQA's wikipedia-dev.json)"
                 if questions is None
                 else " (and the TriviaQA questions file has no question with this id)"
             )

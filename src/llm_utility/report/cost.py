@@ -3,9 +3,9 @@
 Read from what every model job already leaves behind: the ``store_stats {json}`` line(s) in its log
 (``pipeline.common.model_session``: the dtype the model ran in, and per kind of call, calls ``made``
 by the model and ``served`` by the generation store, ``prompt_tokens`` and ``output_tokens`` of the
-calls made, and ``seconds`` spent in the store's calls) and its Snakemake benchmark file (``s``: wall time of the whole job,
-loading the model included; ``max_rss`` in MB). A job's log and benchmark describe its latest run:
-a rerun whose calls the store serves shows them as served, with no tokens.
+calls made, and ``seconds`` spent in the store's calls) and its Snakemake benchmark file (``s``: wall
+time of the whole job, loading the model included; ``max_rss`` in MB). A job's log and benchmark
+describe its latest run: a rerun whose calls the store serves shows them as served, with no tokens.
 """
 
 from __future__ import annotations

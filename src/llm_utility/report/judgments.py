@@ -105,7 +105,8 @@ def _known_of(known: pl.DataFrame, qids: Sequence[str]) -> dict[str, bool]:
     missing = [q for q in qids if q not in flags]
     if missing:
         raise ValueError(
-            f"no known flag for {len(missing)} judged queries (e.g. {missing[:3]}): known.parquet must cover every query"
+            f"no known flag for {len(missing)} judged queries (e.g. {missing[:3]}): "
+            "known.parquet must cover every query"
         )
     return {q: bool(flags[q]) for q in qids}
 

@@ -375,7 +375,10 @@ def _describe(claim: Claim, effect: Mapping[str, Any]) -> str:
     if effect.get("effect") is None:
         return f"no value: {claim.construction_reason}"
     interval = "" if effect.get("lo") is None else f" [{effect['lo']:.1f}, {effect['hi']:.1f}]"
-    return f"{effect['effect']:.1f}{interval} ({claim.unit}, {effect['n']} queries); not a test: {claim.construction_reason}"
+    return (
+        f"{effect['effect']:.1f}{interval} ({claim.unit}, {effect['n']} queries); "
+        f"not a test: {claim.construction_reason}"
+    )
 
 
 def make_entry(
@@ -405,7 +408,10 @@ def make_entry(
     counts = {v: sum(c["verdict"] == v for c in scoped) for v in (*VERDICTS, BY_CONSTRUCTION)}
     if covered and not datasets:
         scope = inputs.scope_of(claim) if inputs is not None else None
-        reason = f"no configured dataset stands for one of the paper's datasets of this claim ({', '.join(scope or [])}: report.claim_scope.{claim.scope}; datasets.<name>.paper_dataset)"
+        reason = (
+            "no configured dataset stands for one of the paper's datasets of this claim "
+            f"({', '.join(scope or [])}: report.claim_scope.{claim.scope}; datasets.<name>.paper_dataset)"
+        )
         entry |= {
             "status": "out of scope",
             "reason": reason,

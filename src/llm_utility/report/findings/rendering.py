@@ -163,14 +163,14 @@ def cells_frame(entry: Mapping[str, Any]) -> pl.DataFrame:
 _HEAD = (
     "Each headline claim of the paper, tested on this run: the effect with its {confidence:g}% bootstrap interval over "
     "queries ({resamples} resamples, seed {seed}) and a verdict: `holds` (interval entirely on the claimed side of "
-    "`expected`, or inside its band), `reversed` (entirely on the other side, or outside the band), `inconclusive` (the "
-    "interval contains it, or there is none), `by construction` (the way the compared quantities are built fixes the "
-    "sign: the effect is described, not tested), `not run` (inputs not configured, or no dataset in the claim's scope). "
-    "`construction` says whether the finding can fail: `can_fail`, `partly_built_in` (part of the effect is built in, "
-    "e.g. a gold set replays the call that selected it; see its re-ask twin `<id>_reask`), `cannot_fail`. Overall "
-    "values are the mean of the per-dataset effects over the datasets that stand for the paper's datasets of the claim "
-    "(each dataset weighted equally, queries resampled within their dataset, a query with all its cells), unless the "
-    "note says the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below."
+    "`expected`, or inside its band), `reversed` (entirely on the other side, or outside the band), `inconclusive` "
+    "(the interval contains it, or there is none), `by construction` (the way the compared quantities are built fixes "
+    "the sign: the effect is described, not tested), `not run` (inputs not configured, or no dataset in the claim's "
+    "scope). `construction` says whether the finding can fail: `can_fail`, `partly_built_in` (part of the effect is "
+    "built in, e.g. a gold set replays the call that selected it; see its re-ask twin `<id>_reask`), `cannot_fail`. "
+    "Overall values are the mean of the per-dataset effects over the datasets that stand for the paper's datasets of "
+    "the claim (each dataset weighted equally, queries resampled within their dataset, a query with all its cells), "
+    "unless the note says the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below."
 )
 
 
@@ -184,8 +184,8 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> s
     reask = reask_frame(entries)
     if reask.height:
         parts.append(
-            "## Re-ask control\n\nEvery finding whose construction builds part of its verdict in, beside its twin on the "
-            "re-ask answers: the same contexts answered again under a paraphrased instruction with the passages in "
+            "## Re-ask control\n\nEvery finding whose construction builds part of its verdict in, beside its twin on "
+            "the re-ask answers: the same contexts answered again under a paraphrased instruction with the passages in "
             "reverse order, while gold sets and known flags stay those of the answer prompt, so no evaluated call is "
             "the call that selected its passages. `survives`: the twin holds (n/a: the original neither holds nor is "
             "built in, or the twin did not run).\n"
@@ -198,7 +198,8 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> s
             continue
         parts.append(
             f"## {e['id']}\n\n{e['claim']}. Unit: {e['unit']}; expected {e['expected']}. Read from {e['source']}. "
-            f"Construction: {e.get('construction', '')}{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n"
+            f"Construction: {e.get('construction', '')}"
+            f"{': ' + e['construction_reason'] if e.get('construction_reason') else ''}.\n"
         )
         parts.append(markdown(cells_frame(e), floatfmt=".1f"))
     return "\n".join(parts)
@@ -216,7 +217,8 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Findings</title><style>"
         "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin-bottom:1.5em}"
-        "th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}</style></head><body>",
+        "th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}"
+        "</style></head><body>",
         "<h1>Findings</h1>",
         f"<p>{html.escape(_HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed))}</p>",
         table(summary_frame(entries)),
