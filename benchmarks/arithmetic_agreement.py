@@ -17,9 +17,9 @@ in on this CPU). Then it reports:
 
 `--reuse` skips a run whose results/ is already complete in DIR. `--compare-only` runs nothing and
 compares what the two stores hold so far (tables only where both runs wrote them); `--candidate-dir`
-takes the candidate's results from another work directory, for example a clone where `make demo` ran. The demo models must be materialized
-(`snakemake --cores all resources/models/<llm>/manifest.json`). Nothing is asserted: it measures and
-prints (docs/performance.md, "The CPU engine", keeps the numbers).
+takes the candidate's results from another work directory, for example a clone where `make demo` ran.
+The demo models must be materialized (`snakemake --cores all resources/models/<llm>/manifest.json`).
+Nothing is asserted: it measures and prints (docs/performance.md, "The CPU engine", keeps the numbers).
 """
 
 from __future__ import annotations

@@ -193,13 +193,15 @@ def main() -> None:
         for stage, c in cmp["generate_equal"].items():
             print(f"| {llm} | {stage} | {c['equal']}/{c['shared']} ({100 * c['equal'] / max(1, c['shared']):.0f}%) |")
     print(
-        "\n| LLM | calls: transformers / candidate / both | score |delta log-prob| mean / max (tokens) | attention |delta mass| mean / max |\n|---|---|--:|--:|"
+        "\n| LLM | calls: transformers / candidate / both | score |delta log-prob| mean / max (tokens) "
+        "| attention |delta mass| mean / max |\n|---|---|--:|--:|"
     )
     fmt = lambda d: "-" if d["mean"] is None else f"{d['mean']:.2e} / {d['max']:.2e} ({d['n']})"  # noqa: E731
     for llm, cmp in report["llms"].items():
         c = cmp["calls"]
         print(
-            f"| {llm} | {c['reference']} / {c['candidate']} / {c['shared']} | {fmt(cmp['score_abs_delta_logprob'])} | {fmt(cmp['attention_abs_delta_mass'])} |"
+            f"| {llm} | {c['reference']} / {c['candidate']} / {c['shared']} "
+            f"| {fmt(cmp['score_abs_delta_logprob'])} | {fmt(cmp['attention_abs_delta_mass'])} |"
         )
     for llm, diffs in report["differences"].items():
         for d in diffs:

@@ -373,7 +373,11 @@ def rows(cpu: dict[str, Any], cuda: dict[str, Any] | None, reason: str) -> list[
     if cuda:
         lease = cuda["lease"]
         ok = lease["held_inside"] and lease["released_after"] and lease["generator_closed_by_lease"]
-        detail = f"GPU(s) {lease['devices']}: lock held inside {lease['held_inside']}, released after {lease['released_after']}, generator closed by the lease {lease['generator_closed_by_lease']}"
+        detail = (
+            f"GPU(s) {lease['devices']}: lock held inside {lease['held_inside']}, "
+            f"released after {lease['released_after']}, "
+            f"generator closed by the lease {lease['generator_closed_by_lease']}"
+        )
         out.append(("lease taken and released", "-", "ok" if ok else "FAILED", detail))
     else:
         out.append(("lease taken and released", "-", skipped, ""))

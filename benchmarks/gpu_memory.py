@@ -142,13 +142,15 @@ def main() -> None:
         f"gpu_memory_utilization {UTILIZATION}, {VLLM_OVERHEAD_GIB} GiB vLLM overhead per GPU\n"
     )
     print(
-        "| model | gpu | parameters | bf16 weights | KV cache, one sequence | vLLM needs per GPU | smallest GPU for vLLM | eager attention, one layer | attention pass per GPU |"
+        "| model | gpu | parameters | bf16 weights | KV cache, one sequence | vLLM needs per GPU "
+        "| smallest GPU for vLLM | eager attention, one layer | attention pass per GPU |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['model']} | {r['gpu']} | {r['parameters_B']}B | {r['weights_GiB']} GiB | {r['kv_GiB_per_sequence']} GiB | "
-            f"{r['vllm_GiB_per_gpu']} GiB | {r['vllm_min_gpu_GiB']} GiB | {r['attention_layer_GiB']} GiB | {r['attention_GiB_per_gpu']} GiB |"
+            f"| {r['model']} | {r['gpu']} | {r['parameters_B']}B | {r['weights_GiB']} GiB "
+            f"| {r['kv_GiB_per_sequence']} GiB | {r['vllm_GiB_per_gpu']} GiB | {r['vllm_min_gpu_GiB']} GiB "
+            f"| {r['attention_layer_GiB']} GiB | {r['attention_GiB_per_gpu']} GiB |"
         )
     print(json.dumps(rows))
 

@@ -76,9 +76,9 @@ def write_msmarco_tsv(path: Path, n: int, seed: int = 0) -> None:
 
 def _job(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; return its JSON result plus its peak RSS."""
-    wrapper = (
-        code
-        + "\nimport json, resource\nprint(json.dumps({**result, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+    wrapper = code + (
+        "\nimport json, resource\n"
+        "print(json.dumps({**result, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
     )
     # This checkout's library, whatever the interpreter's editable install points at.
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -103,28 +103,32 @@ def main() -> None:
 import time
 from llm_utility.pipeline.data import chunk_corpus_shard_job
 t = time.perf_counter()
-n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100, output={str(d / "shard0.parquet")!r})
+n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100, \
+output={str(d / "shard0.parquet")!r})
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "kilt-merge": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / "shard0.parquet")!r}]}}, output={str(d / "kilt.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / "shard0.parquet")!r}]}}, \
+output={str(d / "kilt.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "dpr-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}}, output={str(d / "dpr.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}}, \
+output={str(d / "dpr.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "msmarco-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}}, output={str(d / "msmarco.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}}, \
+output={str(d / "msmarco.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
         }
