@@ -103,32 +103,32 @@ def main() -> None:
 import time
 from llm_utility.pipeline.data import chunk_corpus_shard_job
 t = time.perf_counter()
-n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100, \
-output={str(d / "shard0.parquet")!r})
+n = chunk_corpus_shard_job(knowledge_source={str(ks)!r}, shard=0, n_shards=1, words=100,
+    output={str(d / "shard0.parquet")!r})
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "kilt-merge": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / "shard0.parquet")!r}]}}, \
-output={str(d / "kilt.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='k', cfg={{'source': 'kilt'}}, inputs={{'shards': [{str(d / "shard0.parquet")!r}]}},
+    output={str(d / "kilt.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "dpr-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}}, \
-output={str(d / "dpr.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='d', cfg={{'source': 'dpr'}}, inputs={{'file': {str(dpr)!r}}},
+    output={str(d / "dpr.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
             "msmarco-tsv": f"""
 import time
 from llm_utility.pipeline.data import prepare_corpus_job
 t = time.perf_counter()
-n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}}, \
-output={str(d / "msmarco.parquet")!r}, seed=0)
+n = prepare_corpus_job(name='m', cfg={{'source': 'msmarco'}}, inputs={{'file': {str(msm)!r}}},
+    output={str(d / "msmarco.parquet")!r}, seed=0)
 result = {{'passages': n, 'seconds': time.perf_counter() - t}}
 """,
         }

@@ -45,8 +45,8 @@ def _killed_at(checkpoint: str, shards: list[Path], out: Path) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
         m._Checkpoints.save = save_then_die
         m.ADD_CHUNK = 128
-        m.build_index({[str(p) for p in shards]!r}, {str(out)!r}, index_factory={FACTORY!r}, \
-train_sample=800, use_gpu=False)
+        m.build_index({[str(p) for p in shards]!r}, {str(out)!r}, index_factory={FACTORY!r},
+            train_sample=800, use_gpu=False)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}

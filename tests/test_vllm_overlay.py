@@ -149,8 +149,8 @@ spec = normalize_spec(snakemake.params.spec, snakemake.wildcards.llm)
 check_build(vllm, spec, snakemake.wildcards.llm)
 kwargs = engine_kwargs("/m", spec, "float32")
 assert on_cpu(spec) and kwargs["enforce_eager"] and kwargs["kv_cache_memory_bytes"] == 1 << 30, kwargs
-dispatcher._rebind_kernels([])  # the scan of every module an engine start runs (it failed on Snakemake's \
-storage registry)
+# The scan of every module an engine start runs (it failed on Snakemake's storage registry).
+dispatcher._rebind_kernels([])
 print(sys.prefix, vllm.__version__, current_platform.device_type)
 """
 
