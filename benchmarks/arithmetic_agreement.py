@@ -40,6 +40,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TABLES = {"Table 1": "table1_rag.csv", "Table 2": "table2_selection.csv", "Table 4": "table4_ranking.csv"}
+# The values each table reports (the rest are their intervals, counts and parse shares).
+HEADLINE = {
+    "Table 1": ["correct"],
+    "Table 2": ["precision", "recall", "f1"],
+    "Table 4": ["ndcg", "recall"],
+}
 
 
 def prepare(workdir: Path, dtype: str) -> Path:
@@ -80,14 +86,16 @@ def run_demo(workdir: Path, config: Path, cores: str, reuse: bool) -> float | No
     return time.perf_counter() - started
 
 
-def call_seconds(workdir: Path) -> dict[str, float]:
-    """Seconds inside model calls per LLM, from every job's store_stats line."""
-    seconds: dict[str, float] = defaultdict(float)
+def call_totals(workdir: Path) -> dict[str, dict[str, float]]:
+    """Per LLM, the seconds inside model calls and the calls made and served, from every job's store_stats line."""
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for log in (workdir / "logs").rglob("*.log"):
         for m in re.finditer(r"store_stats (\{.*\})", log.read_text(errors="replace")):
             stats = json.loads(m.group(1))
-            seconds[stats["llm"]] += sum(c["seconds"] for c in stats["calls"].values())
-    return dict(seconds)
+            for calls in stats["calls"].values():
+                for field in ("seconds", "made", "served"):
+                    totals[stats["llm"]][field] += calls[field]
+    return {llm: dict(t) for llm, t in totals.items()}
 
 
 def stored_calls(workdir: Path, llm: str) -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -125,20 +133,31 @@ def compare_calls(reference: Path, candidate: Path, llm: str) -> dict:
     }
 
 
-def compare_table(reference: Path, candidate: Path, name: str) -> dict:
+def compare_table(reference: Path, candidate: Path, title: str) -> dict:
+    """Numeric cells that differ: the table's headline values (and their largest move), and every cell."""
+    name = TABLES[title]
     if not all((d / "results" / "tables" / name).is_file() for d in (reference, candidate)):
-        return {"cells": None, "differ": None, "note": "not written by both runs (yet)"}
+        return {"cells": None, "note": "not written by both runs (yet)"}
     a = pl.read_csv(reference / "results" / "tables" / name)
     b = pl.read_csv(candidate / "results" / "tables" / name)
     if a.columns != b.columns or a.height != b.height:
-        return {"cells": None, "differ": None, "note": "the tables' shapes differ"}
-    cells = differ = 0
+        return {"cells": None, "note": "the tables' shapes differ"}
+    report = {"cells": 0, "differ": 0, "headline_cells": 0, "headline_differ": 0, "headline_max_delta": 0.0}
     for col in a.columns:
-        if a[col].dtype.is_numeric() and b[col].dtype.is_numeric():
-            x, y = a[col].to_list(), b[col].to_list()
-            cells += len(x)
-            differ += sum((p is None) != (q is None) or (p is not None and abs(p - q) > 1e-12) for p, q in zip(x, y))
-    return {"cells": cells, "differ": differ}
+        if not (a[col].dtype.is_numeric() and b[col].dtype.is_numeric()):
+            continue
+        moved = [
+            (p is None) != (q is None) or (p is not None and abs(p - q) > 1e-12)
+            for p, q in zip(a[col].to_list(), b[col].to_list(), strict=True)
+        ]
+        report["cells"] += len(moved)
+        report["differ"] += sum(moved)
+        if col in HEADLINE[title]:
+            report["headline_cells"] += len(moved)
+            report["headline_differ"] += sum(moved)
+            delta = (a[col] - b[col]).abs().max()
+            report["headline_max_delta"] = max(report["headline_max_delta"], delta or 0.0)
+    return report
 
 
 def main() -> None:
@@ -168,22 +187,31 @@ def main() -> None:
             continue
         walls[name] = run_demo(workdir, prepare(workdir, name), args.cores, args.reuse)
         print(f"{name}: demo wall time {'(reused)' if walls[name] is None else f'{walls[name]:.0f} s'}", flush=True)
-    seconds = {name: call_seconds(d) for name, d in dirs.items()}
-    llms = sorted(seconds[args.reference])
+    totals = {name: call_totals(d) for name, d in dirs.items()}
+    llms = sorted(totals[args.reference])
     report = {
         "flags": flags,
         "candidate": resolved,
         "wall_seconds": walls,
-        "call_seconds": seconds,
+        "calls": totals,
         "llms": {},
         "tables": {},
     }
-    print("\n| LLM | model-call seconds, " + args.reference + " | " + resolved + " | ratio |\n|---|--:|--:|--:|")
-    for llm in llms:
-        a, b = seconds[args.reference][llm], seconds[args.candidate].get(llm, float("nan"))
-        print(f"| {llm} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
-    total_a, total_b = sum(seconds[args.reference].values()), sum(seconds[args.candidate].values())
-    print(f"| all | {total_a:,.0f} | {total_b:,.0f} | {total_b / total_a:.2f} |")
+    ref, cand = args.reference, args.candidate
+    print(
+        f"\n| LLM | model-call seconds, {ref} | {resolved} | ratio | calls made / served, {ref} | {resolved} |"
+        "\n|---|--:|--:|--:|--:|--:|"
+    )
+    nan = {"seconds": float("nan"), "made": 0, "served": 0}
+    for llm in [*llms, "all"]:
+        if llm == "all":
+            a, b = ({f: sum(t[f] for t in totals[n].values()) for f in nan} for n in (ref, cand))
+        else:
+            a, b = totals[ref][llm], totals[cand].get(llm, nan)
+        print(
+            f"| {llm} | {a['seconds']:,.0f} | {b['seconds']:,.0f} | {b['seconds'] / max(a['seconds'], 1e-9):.2f} "
+            f"| {a['made']:,.0f} / {a['served']:,.0f} | {b['made']:,.0f} / {b['served']:,.0f} |"
+        )
     print("\n| LLM | stage | generations equal to " + args.reference + " |\n|---|---|--:|")
     for llm in llms:
         cmp = compare_calls(dirs[args.reference], dirs[args.candidate], llm)
@@ -195,12 +223,16 @@ def main() -> None:
         s, t = cmp["score_abs_delta_logprob"], cmp["attention_abs_delta_mass"]
         fmt = lambda d: "-" if d["mean"] is None else f"{d['mean']:.4f} / {d['max']:.4f} ({d['n']})"  # noqa: E731
         print(f"| {llm} | {fmt(s)} | {fmt(t)} |")
-    print("\n| table | cells that differ |\n|---|--:|")
-    for title, name in TABLES.items():
-        t = compare_table(dirs[args.reference], dirs[args.candidate], name)
+    print("\n| table | headline values that differ | largest move | all numeric cells that differ |\n|---|--:|--:|--:|")
+    for title in TABLES:
+        t = compare_table(dirs[args.reference], dirs[args.candidate], title)
         report["tables"][title] = t
+        if t["cells"] is None:
+            print(f"| {title} | {t['note']} | | |")
+            continue
         print(
-            f"| {title} | {t['differ']} of {t['cells']} |" if t["cells"] is not None else f"| {title} | {t['note']} |"
+            f"| {title} ({', '.join(HEADLINE[title])}) | {t['headline_differ']} of {t['headline_cells']} "
+            f"| {t['headline_max_delta']:.1f} | {t['differ']} of {t['cells']} |"
         )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

@@ -248,6 +248,40 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
     assert torch.equal(layer(prompt), linear(prompt))
 
 
+packing_only = pytest.mark.skipif(
+    not cpu_arithmetic.bfloat16_packing_supported(), reason="oneDNN packs bfloat16 weights on AVX-512 BF16 or AMX"
+)
+
+
+@packing_only
+def test_a_packed_bfloat16_linear_is_the_plain_product():
+    """``PackedBfloat16Linear`` only moves the weight's reordering out of the call: its output is
+    bitwise ``F.linear``'s on the same contiguous operands, for a step's rows and a prompt's tokens."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(96, 200).to(torch.bfloat16)
+    packed = cpu_arithmetic.PackedBfloat16Linear(linear)
+    plain = lambda x: torch.nn.functional.linear(x.contiguous(), linear.weight, linear.bias)  # noqa: E731
+    for shape in ((1, 96), (16, 96), (33, 96), (1, 57, 96), (3, 1, 96)):
+        x = torch.randn(*shape, dtype=torch.bfloat16)
+        assert torch.equal(packed(x), plain(x)), shape
+    strided = torch.randn(2, 9, 96, dtype=torch.bfloat16)[:, 1:]
+    assert torch.equal(packed(strided), plain(strided))
+    with pytest.raises(TypeError, match="bfloat16"):
+        cpu_arithmetic.PackedBfloat16Linear(torch.nn.Linear(4, 4))
+
+
+@packing_only
+@pytest.mark.slow  # loads a model
+def test_bfloat16_layers_are_packed_once_and_keyed(tmp_path):
+    path = tmp_path / "tiny"
+    gen = load_generator(write_tiny_llama(path, "bos", seed=6), {**tiny_spec(path), "dtype": "bfloat16"})
+    model = gen.model
+    wrapped = [m.linear for m in model.modules() if isinstance(m, cpu_arithmetic.StepRows)]
+    assert len(wrapped) > 10 and all(isinstance(m, cpu_arithmetic.PackedBfloat16Linear) for m in wrapped)
+    assert not any(type(m) is torch.nn.Linear for m in model.modules())
+    assert gen.store_key_extras()["bfloat16"] == cpu_arithmetic.BFLOAT16_RECIPE
+
+
 @int8_only
 def test_int8_layers_and_the_output_layer_are_wrapped_in_step_rows(tmp_path):
     path = tmp_path / "tiny"

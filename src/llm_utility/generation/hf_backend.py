@@ -18,10 +18,13 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
 from .cpu_arithmetic import (
+    BFLOAT16_RECIPE,
     CALIBRATION_TEXT,
     INT8_RECIPE,
+    bfloat16_packing_supported,
     fix_step_rows,
     output_vocabulary,
+    pack_bfloat16_linears,
     quantize_linears,
     resolve_dtype,
     torch_dtype,
@@ -103,6 +106,8 @@ class HFGenerator(Generator):
         loaded = time.perf_counter()
         if self.dtype == "int8":
             quantize_linears(model, self.encode(CALIBRATION_TEXT))
+        if self._packs_bfloat16:
+            pack_bfloat16_linears(model)
         if not self._cuda:
             fix_step_rows(model)
             model.set_attn_implementation(ROWWISE_ATTENTION)
@@ -129,7 +134,15 @@ class HFGenerator(Generator):
         (``cpu_arithmetic.Int8RowLinear``) are this project's own: their versions are in the key."""
         if self._cuda:
             return {}
-        return {"cpu_engine": CPU_ENGINE, **({"int8": INT8_RECIPE} if self.dtype == "int8" else {})}
+        recipe = {"int8": INT8_RECIPE} if self.dtype == "int8" else {}
+        if self._packs_bfloat16:
+            recipe = {"bfloat16": BFLOAT16_RECIPE}
+        return {"cpu_engine": CPU_ENGINE, **recipe}
+
+    @functools.cached_property
+    def _packs_bfloat16(self) -> bool:
+        """bfloat16 on a CPU multiplies with weights packed once (``PackedBfloat16Linear``) where oneDNN can."""
+        return not self._cuda and self.dtype == "bfloat16" and bfloat16_packing_supported()
 
     def close(self) -> None:
         """Drop the weights and return the CUDA memory torch cached for them (see ``gpu.lease_gpus``)."""
