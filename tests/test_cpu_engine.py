@@ -248,6 +248,18 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
     assert torch.equal(layer(prompt), linear(prompt))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_tokens_are_argmax_ties_included(dtype):
+    """Greedy decoding's token is ``argmax``'s: the first of several equal largest logits (ties are
+    common among bfloat16's 8-bit mantissas)."""
+    torch.manual_seed(0)
+    logits = (torch.randn(8, 5000) * 3).round().to(dtype)
+    top = logits.max(-1, keepdim=True).values
+    logits.scatter_(1, torch.randint(0, 5000, (8, 3)), top.expand(8, 3))
+    assert torch.equal(hf_engine.greedy_tokens(logits), logits.argmax(-1))
+    assert all(int(hf_engine.greedy_tokens(row)) == int(row.argmax()) for row in logits)
+
+
 packing_only = pytest.mark.skipif(
     not cpu_arithmetic.bfloat16_packing_supported(), reason="oneDNN packs bfloat16 weights on AVX-512 BF16 or AMX"
 )

@@ -1,5 +1,6 @@
-"""The arithmetic a transformers model runs in on a CPU, chosen from the CPU's flags, and the int8
-linear layer that makes one of them.
+"""The arithmetic a transformers model runs in on a CPU, chosen from the CPU's flags, and the linear
+layers that make them: int8 (``Int8RowLinear``) and bfloat16 with weights packed once
+(``PackedBfloat16Linear``).
 
 What multiplies fastest depends on the CPU (docs/performance.md, "The CPU engine"): with AMX,
 bfloat16 tiles; on AVX-512 with VNNI and on AVX2 alone, int8 through fbgemm (on AVX2, bfloat16 is
