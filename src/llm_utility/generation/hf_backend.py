@@ -130,8 +130,9 @@ class HFGenerator(Generator):
         return model
 
     def store_key_extras(self) -> dict[str, Any]:
-        """On a CPU, the engine's numerics (``hf_engine.CPU_ENGINE``) and int8's recipe
-        (``cpu_arithmetic.Int8RowLinear``) are this project's own: their versions are in the key."""
+        """On a CPU, the engine's numerics (``hf_engine.CPU_ENGINE``) and the recipes of int8
+        (``cpu_arithmetic.Int8RowLinear``) and packed bfloat16 (``PackedBfloat16Linear``) are this
+        project's own: their versions are in the key."""
         if self._cuda:
             return {}
         recipe = {"int8": INT8_RECIPE} if self.dtype == "int8" else {}
