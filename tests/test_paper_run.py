@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
+from test_profiles import slurm_partition, slurm_partitions
 from workflow_runner import snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,13 +198,17 @@ class _Resources(dict):
     __getattr__ = dict.get
 
 
+def _resources(job: dict) -> dict:
+    """A dry-run job's resources as numbers where they are (the plugin compares them)."""
+    return {k: int(v) if v.isdigit() else v for k, v in job["resources"].items() if v != "<TBD>"}
+
+
 def _sbatch(job: dict) -> str:
     """The sbatch command line snakemake-executor-plugin-slurm builds for a job with these resources."""
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    resources = _Resources({k: int(v) if v.isdigit() else v for k, v in job["resources"].items() if v != "<TBD>"})
-    fake = SimpleNamespace(resources=resources, threads=1, name=job["rule"])
+    fake = SimpleNamespace(resources=_Resources(_resources(job)), threads=1, name=job["rule"])
     params = {
         "run_uuid": "u",
         "slurm_logfile": "log",
@@ -227,6 +232,13 @@ def test_slurm_pins_every_gpu_job_to_one_node():
         sbatch = _sbatch(job)
         assert "--nodes=1" in sbatch and f"--gpus={job['resources']['gpu']}" in sbatch, sbatch
     assert all("--gpus=2" in _sbatch(j) for j in two_gpu)
+    # The plugin sends every job that asks for GPUs, and only those, to the GPU partition.
+    partitions = slurm_partitions()
+    chosen = {(j["rule"], j["wildcards"]): slurm_partition(partitions, _resources(j)) for j in jobs}
+    assert {key for key, partition in chosen.items() if partition == "gpu"} == {
+        (j["rule"], j["wildcards"]) for j in gpu_jobs
+    }
+    assert set(chosen.values()) == {"cpu", "gpu"}
 
 
 @pytest.mark.slow

@@ -7,10 +7,12 @@ plugins installed (conda replaced by env-modules, which no rule uses, since cond
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -24,21 +26,6 @@ def _yaml(path: str) -> dict:
     return yaml.safe_load((REPO / path).read_text())
 
 
-def _gpu_rules() -> set[str]:
-    """Rules whose `resources:` may ask for GPUs, and the rules made from them with `use rule`."""
-    rules, children = set(), []
-    for smk in (REPO / "rules").glob("*.smk"):
-        text = smk.read_text()
-        for block in re.split(r"\n(?=\s*(?:use )?rule |localrule )", text):
-            name = re.match(r"\s*(?:local)?rule (\w+):", block)
-            # gpu=... itself, or an LLM's resources (rules/resources.smk: model_resources, llm_resources).
-            if name and re.search(r"^\s+(gpu=|\*\*(model|llm)_resources\()", block, re.M):
-                rules.add(name.group(1))
-        children += re.findall(r"^\s*use rule (\w+) as (\w+)", text, re.M)
-    rules |= {child for parent, child in children if parent in rules}
-    return rules
-
-
 def _dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     """(instruction, arguments) of each Dockerfile instruction: comment lines dropped, continued
     lines joined, so a test reads what the image does and never a comment's words."""
@@ -50,27 +37,39 @@ def _dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     ]
 
 
+def slurm_partition(partitions, resources: dict, threads: int = 1) -> str | None:
+    """The partition snakemake-executor-plugin-slurm chooses for a job with these resources from the
+    profile's partition file (its own selection function, on a stand-in job)."""
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition
+
+    job = SimpleNamespace(resources=_Resources(resources), threads=threads, name="job")
+    return get_best_partition(partitions, job, logging.getLogger("slurm-partitions"))
+
+
+class _Resources(dict):
+    __getattr__ = dict.get
+
+
+def slurm_partitions() -> list:
+    """The partitions of profiles/slurm, as the plugin reads them."""
+    from snakemake_executor_plugin_slurm.partitions import read_partition_file
+
+    return read_partition_file(REPO / "profiles/slurm" / _yaml("profiles/slurm/config.yaml")["slurm-partition-config"])
+
+
 def test_slurm_profile_partitions_and_threads():
     profile = _yaml("profiles/slurm/config.yaml")
     defaults = profile["default-resources"]
-    assert defaults["slurm_partition"] == "cpu"
     # No fixed CPU count: --cpus-per-task then equals each rule's threads, as OMP_NUM_THREADS does.
     assert "cpus_per_task" not in defaults and "cpus_per_gpu" not in defaults
-    gpu_rules = _gpu_rules()
-    assert {
-        "answer_candidates",
-        "answer_gold",
-        "answer_judgments",
-        "answer_reask",
-        "answer_run",
-        "judge",
-        "judge_thinking",
-        "encode_corpus_shard",
-        "retrieve",
-    } <= gpu_rules
-    sent_to_gpu = {rule for rule, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
-    assert gpu_rules <= sent_to_gpu, f"GPU rules missing from the GPU partition: {gpu_rules - sent_to_gpu}"
-    assert all("cpus_per_task" not in res for res in profile["set-resources"].values())
+    # No rule names its partition: the plugin chooses it from each job's `gpu` resource, so a new
+    # model rule needs no line in the profile (every paper job: tests/test_paper_run.py).
+    assert "set-resources" not in profile and "slurm_partition" not in defaults
+    partitions = slurm_partitions()
+    assert slurm_partition(partitions, {"gpu": 0, "mem_mb": 8000, "runtime": 120}, threads=8) == "cpu"
+    assert slurm_partition(partitions, {"mem_mb": 4000}) == "cpu"
+    assert slurm_partition(partitions, {"gpu": 1, "mem_mb": 40000, "runtime": 300}, threads=8) == "gpu"
+    assert slurm_partition(partitions, {"gpu": 2}) == "gpu"
 
 
 def test_kubernetes_profile_image_and_volume_fit_together():
