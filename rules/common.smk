@@ -61,7 +61,8 @@ DROPPED_RUNS = {
 }
 # What each stage makes, as names that the stages' files turn into paths. The data and retrieval
 # stages: llm_utility.workflow.data_plan; the model stages: model_plan (and the table of their rules,
-# model_rules); the tables, figures and findings: llm_utility.report.plan.
+# model_rules); the findings and figures: llm_utility.report.plan (each table's inputs are beside
+# the table's code: report.analysis, report.judgments).
 DATA_PLAN = DataPlan(config, dropped_runs=DROPPED_RUNS)
 MODEL_PLAN = ModelPlan(DATA_PLAN)
 REPORT_PLAN = ReportPlan(MODEL_PLAN)

@@ -4,6 +4,7 @@
 # Input functions are lambdas (`snakemake --lint` wants no `def` beside rules), each right above the
 # rule it serves.
 
+from llm_utility.report.judgments import figure9_method
 from llm_utility.workflow.model_rules import model_jobs
 from llm_utility.workflow.operational import results_config
 
@@ -63,7 +64,7 @@ rule findings:
         },
         paper_datasets=REPORT_PLAN.paper_datasets,
         claim_scope=REPORT_PLAN.claim_scope(),
-        figure9_method=REPORT_PLAN.figure9_method,
+        figure9_method=figure9_method(MODEL_PLAN),
         rag_top=RANK["rag_top"],
     script:
         "../workflow/scripts/findings.py"

@@ -4,7 +4,21 @@
 
 
 # Input functions are lambdas (`snakemake --lint` wants no `def` beside rules), each right above
-# the rule it serves.
+# the rule it serves. What each table reads is beside the table's own code in the library.
+
+from llm_utility.report.analysis import (
+    empty_answers_contexts,
+    table1_contexts,
+    table1_reask_contexts,
+)
+from llm_utility.report.judgments import (
+    figure9_contexts,
+    figure9_method,
+    known_rejection_methods,
+    table3_contexts,
+    table5_methods,
+    table7_contexts,
+)
 
 
 # --- the RAG analyses: Tables 1 and 6, Figures 1, 2, 3 and 8 --------------------------------------
@@ -12,8 +26,7 @@ rule table1:
     input:
         **answers_inputs(
             DATASETS,
-            lambda llm: REPORT_PLAN.table1_contexts(llm)
-            + REPORT_PLAN.table1_reask_contexts(llm),
+            lambda llm: table1_contexts(llm) + table1_reask_contexts(MODEL_PLAN, llm),
         ),
         **gold_inputs(DATASETS),
         **queries_inputs(DATASETS),
@@ -36,7 +49,7 @@ rule table1:
 # Beside Table 1: how often each model said nothing, per context (a silent model must be visible).
 rule empty_answers:
     input:
-        **answers_inputs(DATASETS, REPORT_PLAN.empty_answers_contexts),
+        **answers_inputs(DATASETS, lambda llm: empty_answers_contexts(MODEL_PLAN, llm)),
     output:
         **table_outputs("empty_answers", formats=("csv", "md")),
     log:
@@ -165,7 +178,7 @@ rule table2:
 
 rule table3:
     input:
-        **answers_inputs(DATASETS, REPORT_PLAN.table3_contexts),
+        **answers_inputs(DATASETS, lambda llm: table3_contexts(MODEL_PLAN, llm)),
         **known_inputs(),
         # The selections behind the selected_* rows, for their genuine/unparsed/echo shares.
         **keyed_per_llm(
@@ -211,7 +224,7 @@ TABLE5_INPUTS = {
     key: path
     for d in DATASETS
     for llm in MODEL_PLAN.thinking_llms
-    for m in REPORT_PLAN.table5_methods(d, llm)
+    for m in table5_methods(MODEL_PLAN, d, llm)
     for key, path in (
         (
             input_key("judgments", d, llm, m),
@@ -240,7 +253,7 @@ use rule table2 as table5 with:
 
 use rule table3 as table7 with:
     input:
-        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.table7_contexts()),
+        **answers_inputs(DATASETS, lambda llm: table7_contexts(MODEL_PLAN)),
         **known_inputs(),
     output:
         **table_outputs("table7"),
@@ -254,7 +267,7 @@ use rule table2 as table8 with:
             "judgments",
             JUDGMENTS,
             DATASETS,
-            lambda d, llm: REPORT_PLAN.known_rejection_methods,
+            lambda d, llm: known_rejection_methods(MODEL_PLAN),
         ),
         **gold_C_inputs(),
         **known_inputs(),
@@ -266,14 +279,14 @@ use rule table2 as table8 with:
         intervals=REPORT_PLAN.intervals(),
         note=(
             ""
-            if REPORT_PLAN.known_rejection_methods
+            if known_rejection_methods(MODEL_PLAN)
             else "Known-rejection needs listwise_pa and listwise_pa_reject in judgments.methods."
         ),
 
 
 rule figure_selection_transfer:
     input:
-        **answers_inputs(DATASETS, lambda llm: REPORT_PLAN.figure9_contexts()),
+        **answers_inputs(DATASETS, lambda llm: figure9_contexts(MODEL_PLAN)),
     output:
         **figure_outputs("figure_selection_transfer"),
     log:
@@ -285,7 +298,7 @@ rule figure_selection_transfer:
         **LIGHT,
     params:
         llms=LLMS,
-        method=REPORT_PLAN.figure9_method,
+        method=figure9_method(MODEL_PLAN),
         style=config["figures"],
     script:
         "../workflow/scripts/figure_selection_transfer.py"

@@ -14,6 +14,15 @@ from snakemake.utils import validate
 
 from llm_utility.data.paper import paper_datasets_of
 from llm_utility.method.judgments import counterpart
+from llm_utility.report.analysis import empty_answers_contexts, table1_contexts, table1_reask_contexts
+from llm_utility.report.judgments import (
+    figure9_contexts,
+    figure9_method,
+    known_rejection_methods,
+    table3_contexts,
+    table5_methods,
+    table7_contexts,
+)
 from llm_utility.report.plan import ReportPlan
 from llm_utility.workflow.checks import check_config
 from llm_utility.workflow.data_plan import DataPlan
@@ -56,17 +65,17 @@ def test_demo_judge_jobs_and_no_thinking(demo):
     # no demo model can think, so no counterpart joins and Table 5 reads nothing.
     assert demo.model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject"]
     assert demo.model.thinking_llms == [] and demo.model.thinking_pairs == []
-    assert all(demo.table5_methods(d, llm) == [] for d in demo.datasets for llm in demo.model.llms)
-    assert demo.known_rejection_methods == ["listwise_pa", "listwise_pa_reject"]
+    assert all(table5_methods(demo.model, d, llm) == [] for d in demo.datasets for llm in demo.model.llms)
+    assert known_rejection_methods(demo.model) == ["listwise_pa", "listwise_pa_reject"]
     assert demo.model.model_rankings == ["listwise_pa", "likelihood", "attention"]  # retriever: no model
-    assert demo.figure9_method == "listwise_pa"
+    assert figure9_method(demo.model) == "listwise_pa"
     assert demo.model.pseudo_contexts(demo.model.judge_methods) == ["topk"]
 
 
 def test_paper_thinking_pairs_and_table5(paper):
     # One thinking model (qwen3-14b), on thinking_datasets [nq] only.
     assert paper.model.thinking_pairs == [("nq", "qwen3-14b")]
-    assert paper.table5_methods("nq", "qwen3-14b") == [
+    assert table5_methods(paper.model, "nq", "qwen3-14b") == [
         "pointwise",
         "pointwise_pa",
         "listwise",
@@ -78,7 +87,8 @@ def test_paper_thinking_pairs_and_table5(paper):
         "listwise_pa_think",
         "listwise_pat_think",
     ]
-    assert paper.table5_methods("hotpotqa", "qwen3-14b") == [] and paper.table5_methods("nq", "qwen3-8b") == []
+    assert table5_methods(paper.model, "hotpotqa", "qwen3-14b") == []
+    assert table5_methods(paper.model, "nq", "qwen3-8b") == []
     # Table 2's methods, then the rag ones, then the counterparts Table 5 compares with (all already there).
     assert paper.model.judge_methods == ["pointwise", "pointwise_pa", "listwise", "listwise_pa", "listwise_pa_reject"]
     assert paper.model.pseudo_contexts(paper.model.thinking_methods) == ["topk", "topk_think"]
@@ -92,7 +102,7 @@ def test_counterparts_join_the_judge_job_only_where_a_model_thinks():
     plan = plans(cfg)
     assert plan.model.thinking_pairs == [(d, "gemma3-270m") for d in ("wf-single", "wf-twohop", "wf-claims")]
     assert plan.model.judge_methods == ["pointwise", "pointwise_pa", "listwise_pa", "listwise_pa_reject", "listwise"]
-    assert plan.table5_methods("wf-claims", "gemma3-270m") == [
+    assert table5_methods(plan.model, "wf-claims", "gemma3-270m") == [
         "listwise",
         "pointwise_pa",
         "listwise_think",
@@ -157,7 +167,7 @@ def test_no_thinking_answer_without_a_thinking_pseudo_answer_and_no_rag_job_with
 
 
 def test_contexts_each_table_reads(demo):
-    assert demo.table1_contexts("gemma3-270m") == [
+    assert table1_contexts("gemma3-270m") == [
         "none",
         "topk",
         "union",
@@ -165,7 +175,7 @@ def test_contexts_each_table_reads(demo):
         "gold_C_from_gemma3-270m",
         "gold_U_from_gemma3-270m",
     ]
-    assert demo.empty_answers_contexts("gemma3-270m") == [
+    assert empty_answers_contexts(demo.model, "gemma3-270m") == [
         "none",
         "single",
         "topk",
@@ -174,13 +184,13 @@ def test_contexts_each_table_reads(demo):
         "gold_C_from_gemma3-270m",
         "gold_U_from_gemma3-270m",
     ]
-    assert demo.table3_contexts("smollm2-135m") == [
+    assert table3_contexts(demo.model, "smollm2-135m") == [
         "topk",
         "selected_pointwise_pa_from_smollm2-135m",
         "selected_listwise_pa_from_smollm2-135m",
     ]
-    assert demo.table7_contexts() == ["topk", "reranked_likelihood_top2", "reranked_listwise_pa_top2"]
-    assert demo.figure9_contexts() == [
+    assert table7_contexts(demo.model) == ["topk", "reranked_likelihood_top2", "reranked_listwise_pa_top2"]
+    assert figure9_contexts(demo.model) == [
         "selected_listwise_pa_from_smollm2-135m",
         "selected_listwise_pa_from_gemma3-270m",
     ]
@@ -252,7 +262,7 @@ def test_reask_contexts_and_switch(demo, paper):
         "reask_gold_U_from_gemma3-270m",
     ]
     assert demo.model.reask_gold_sources()["reask_gold_U_from_gemma3-270m"] == ("gemma3-270m", "U")
-    assert demo.table1_reask_contexts("gemma3-270m") == [
+    assert table1_reask_contexts(demo.model, "gemma3-270m") == [
         "reask_none",
         "reask_topk",
         "reask_union",
@@ -261,7 +271,7 @@ def test_reask_contexts_and_switch(demo, paper):
         "reask_gold_U_from_gemma3-270m",
     ]
     off = plans(_config("config.yaml", reask={"enabled": False}))
-    assert off.model.reask_contexts() == [] and off.table1_reask_contexts("gemma3-270m") == []
+    assert off.model.reask_contexts() == [] and table1_reask_contexts(off.model, "gemma3-270m") == []
     assert off.findings_reask_contexts() == []  # the findings then read no re-ask answer, present or not
     assert "answer_reask" not in {rule for rule, _ in model_jobs(off.model)}
 
@@ -270,8 +280,8 @@ def test_figures_and_fallbacks():
     plan = plans(
         _config("config.yaml", judgments__rag_methods=["pointwise_pa"], judgments__methods=["pointwise", "listwise_pa"])
     )
-    assert plan.figure9_method == "pointwise_pa"  # listwise_pa is not a rag method here
-    assert plan.known_rejection_methods == []  # listwise_pa_reject is not judged
+    assert figure9_method(plan.model) == "pointwise_pa"  # listwise_pa is not a rag method here
+    assert known_rejection_methods(plan.model) == []  # listwise_pa_reject is not judged
     assert plan.transfer_figures == {
         "fig1_right_transfer": {"candidates": "U", "datasets": ["wf-single"]},
         "fig2_transfer_U": {"candidates": "U", "datasets": ["wf-single", "wf-twohop", "wf-claims"]},

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from ..method.answers import reask_context
+from ..method.answers import CANDIDATE_CONTEXTS, reask_context
+from .model_stage import ModelStage
 
 Answers = Mapping[tuple[str, str], Mapping[str, pl.DataFrame]]
 Gold = Mapping[tuple[str, str, str], pl.DataFrame]
@@ -49,6 +50,22 @@ def table1_context(column: str, llm: str, block: str = ANSWER_BLOCK) -> str:
     if block == REASK_BLOCK:
         return reask_context(context)
     raise ValueError(f"unknown Table 1 block '{block}' (expected '{ANSWER_BLOCK}' or '{REASK_BLOCK}')")
+
+
+def table1_contexts(llm: str) -> list[str]:
+    """Table 1's columns as the answer contexts of ``llm`` (its own gold sets)."""
+    return [context.format(llm=llm) for context in TABLE1_CONTEXTS.values()]
+
+
+def table1_reask_contexts(model: ModelStage, llm: str) -> list[str]:
+    """Table 1's re-ask block: the re-ask of each of its columns (none when the re-ask is off)."""
+    return [reask_context(c) for c in table1_contexts(llm)] if model.reask else []
+
+
+def empty_answers_contexts(model: ModelStage, llm: str) -> list[str]:
+    """The empty-answers table beside Table 1: every context answered before any judgment, the
+    candidates' and the LLM's own gold sets."""
+    return list(CANDIDATE_CONTEXTS) + model.own_gold_contexts(llm)
 
 
 TRANSFER_INDEX = "gold_from"

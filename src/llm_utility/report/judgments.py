@@ -12,11 +12,59 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from ..method.answers import selected_context
+from ..method.judgments import counterpart
 from ..method.parsing import ECHO, GENUINE, STATUSES, UNPARSED
 from ..metrics import ranking_metrics, set_metrics
 from .analysis import correct_pct
+from .model_stage import ModelStage
 
 Keyed = Mapping[tuple[str, ...], pl.DataFrame]
+
+# Table 8 compares these two selection methods when both are judged.
+KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
+# Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
+FIGURE9_PREFERRED = "listwise_pa"
+
+
+# --- what each table reads, from the model plan -----------------------------------------------------
+
+
+def table3_contexts(model: ModelStage, llm: str) -> list[str]:
+    """Table 3: the top-k, and the LLM's own selections with every rag method."""
+    return ["topk"] + [selected_context(m, llm) for m in model.judgments["rag_methods"]]
+
+
+def table7_contexts(model: ModelStage) -> list[str]:
+    """Table 7: the top-k, and the top passages of the LLM's own rag rankings."""
+    return ["topk"] + model.reranked_contexts()
+
+
+def known_rejection_methods(model: ModelStage) -> list[str]:
+    """Table 8's two methods, or none when either is not judged."""
+    return list(KNOWN_REJECTION) if set(KNOWN_REJECTION) <= set(model.judge_methods) else []
+
+
+def table5_methods(model: ModelStage, dataset: str, llm: str) -> list[str]:
+    """Table 5: the thinking methods and their counterparts without thinking."""
+    if (dataset, llm) not in model.thinking_pairs:
+        return []
+    return list(dict.fromkeys(counterpart(m) for m in model.thinking_methods)) + model.thinking_methods
+
+
+def figure9_method(model: ModelStage) -> str:
+    """The rag method whose selections Figure 9 transfers across LLMs."""
+    rag = model.judgments["rag_methods"]
+    return FIGURE9_PREFERRED if FIGURE9_PREFERRED in rag else rag[0]
+
+
+def figure9_contexts(model: ModelStage) -> list[str]:
+    """Figure 9: the selections of every LLM with ``figure9_method``."""
+    method = figure9_method(model)
+    return [selected_context(method, source) for source in model.llms]
+
+
+# --- the analyses -------------------------------------------------------------------------------------
 
 
 def gold_of(gold: pl.DataFrame, qids: Sequence[str]) -> dict[str, set[str]]:

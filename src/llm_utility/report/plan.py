@@ -1,43 +1,19 @@
-"""The report plan: what each table, figure and finding reads, as pure functions of the validated config
-and the model plan (``workflow.model_plan.ModelPlan``, which answers the questions of ``ModelStage``
-below: this layer does not import the workflow's): the answer contexts and methods of each table,
-the figures' datasets, the findings' scopes and the bootstrap settings. Nothing here knows a path.
+"""The report plan: what the findings and the figures read, and the report's settings, as pure
+functions of the validated config and the model plan (``model_stage.ModelStage``). What each table
+reads is beside the table's code: ``analysis.table1_contexts`` (Table 1, the empty answers),
+``judgments.table3_contexts`` and the others (Tables 3, 5, 7, 8, Figure 9). Nothing here knows a path.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ..data.paper import paper_datasets_of
-from ..method.answers import CANDIDATE_CONTEXTS, reask_context, selected_context
-from ..method.judgments import counterpart
+from ..method.answers import reask_context
 from .analysis import TABLE1_CONTEXTS
-
-# Table 8 compares these two selection methods when both are judged.
-KNOWN_REJECTION = ("listwise_pa", "listwise_pa_reject")
-# Figure 9 shows the transfer of the paper's best selection method when it is a rag method.
-FIGURE9_PREFERRED = "listwise_pa"
-
-
-class ModelStage(Protocol):
-    """What the report plan asks the model plan: the LLMs, the methods judged, the contexts answered."""
-
-    config: Mapping[str, Any]
-    datasets: list[str]
-    llms: list[str]
-    judgments: Mapping[str, Any]
-    rankings: Mapping[str, Any]
-    reask: bool
-    judge_methods: list[str]
-    thinking_methods: list[str]
-    thinking_llms: list[str]
-    thinking_pairs: list[tuple[str, str]]
-
-    def gold_contexts(self, candidates: str) -> list[str]: ...
-    def own_gold_contexts(self, llm: str) -> list[str]: ...
-    def reranked_contexts(self) -> list[str]: ...
+from .judgments import figure9_contexts
+from .model_stage import ModelStage
 
 
 class ReportPlan:
@@ -51,51 +27,6 @@ class ReportPlan:
         self.judgments = model.judgments
         self.rankings = model.rankings
 
-    # --- Table 1 and the empty answers beside it ---------------------------------------------------
-
-    def table1_contexts(self, llm: str) -> list[str]:
-        """Table 1's columns as the answer contexts of ``llm`` (its own gold sets)."""
-        return [context.format(llm=llm) for context in TABLE1_CONTEXTS.values()]
-
-    def table1_reask_contexts(self, llm: str) -> list[str]:
-        """Table 1's re-ask block: the re-ask of each of its columns (none when the re-ask is off)."""
-        return [reask_context(c) for c in self.table1_contexts(llm)] if self.model.reask else []
-
-    def empty_answers_contexts(self, llm: str) -> list[str]:
-        """Every context answered before any judgment: the candidates' and the LLM's own gold sets."""
-        return list(CANDIDATE_CONTEXTS) + self.model.own_gold_contexts(llm)
-
-    # --- the judgment tables: Tables 3, 7, 8, 5 and Figure 9 ---------------------------------------
-
-    def table3_contexts(self, llm: str) -> list[str]:
-        """Table 3: the top-k, and the LLM's own selections with every rag method."""
-        return ["topk"] + [selected_context(m, llm) for m in self.judgments["rag_methods"]]
-
-    def table7_contexts(self) -> list[str]:
-        """Table 7: the top-k, and the top passages of the LLM's own rag rankings."""
-        return ["topk"] + self.model.reranked_contexts()
-
-    @functools.cached_property
-    def known_rejection_methods(self) -> list[str]:
-        """Table 8's two methods, or none when either is not judged."""
-        return list(KNOWN_REJECTION) if set(KNOWN_REJECTION) <= set(self.model.judge_methods) else []
-
-    def table5_methods(self, dataset: str, llm: str) -> list[str]:
-        """Table 5: the thinking methods and their counterparts without thinking."""
-        if (dataset, llm) not in self.model.thinking_pairs:
-            return []
-        return list(dict.fromkeys(counterpart(m) for m in self.model.thinking_methods)) + self.model.thinking_methods
-
-    @functools.cached_property
-    def figure9_method(self) -> str:
-        """The rag method whose selections Figure 9 transfers across LLMs."""
-        rag = self.judgments["rag_methods"]
-        return FIGURE9_PREFERRED if FIGURE9_PREFERRED in rag else rag[0]
-
-    def figure9_contexts(self) -> list[str]:
-        """Figure 9: the selections of every LLM with ``figure9_method``."""
-        return [selected_context(self.figure9_method, source) for source in self.llms]
-
     # --- findings -----------------------------------------------------------------------------------
 
     def findings_contexts(self) -> list[str]:
@@ -104,7 +35,7 @@ class ReportPlan:
         method (Tables 3 and 9) and the reranked top passages (Table 7)."""
         no_gold = [c for c in TABLE1_CONTEXTS.values() if "{llm}" not in c]
         gold = self.model.gold_contexts("C") + self.model.gold_contexts("U")
-        return list(dict.fromkeys(no_gold + gold + self.figure9_contexts() + self.model.reranked_contexts()))
+        return list(dict.fromkeys(no_gold + gold + figure9_contexts(self.model) + self.model.reranked_contexts()))
 
     def findings_reask_contexts(self) -> list[str]:
         """The re-ask answers the re-ask twins read, for every LLM (the contract with the re-ask

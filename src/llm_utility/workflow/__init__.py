@@ -3,7 +3,7 @@ of the library from Python needs. No module here imports Snakemake at import tim
 layer.
 
 - ``data_plan``, ``model_plan``: what a config asks the data and the model stages to make (the
-  report's plan is ``report.plan``);
+  report's is in the report layer: ``report.plan`` and each table's module);
 - ``model_rules``: the table of model rules (priority, jobs, runtime estimator: each rule's calls
   per query, query parts, the output the cost table waits for);
 - ``checks``: the config checks the schema cannot express;
