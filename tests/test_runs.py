@@ -6,6 +6,7 @@ test."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 
@@ -76,6 +77,26 @@ def test_bm25_scores_are_lucene_bm25_written_out(corpus, tmp_path):
         np.testing.assert_allclose(scores[i, : len(order)], expected[order], rtol=1e-5)
         assert (rows[i, len(order) :] == -1).all()  # fewer hits: padded as the FAISS search pads
     assert rows[2].tolist() == [-1, -1, -1]  # no query term in the corpus
+
+
+def test_bm25_index_files_do_not_depend_on_the_hash_seed(corpus, tmp_path):
+    """The same passages make the same index files, byte for byte, under two hash seeds (term ids
+    in sorted order); with bm25s numbering terms itself they differed from run to run."""
+    import subprocess
+    import sys
+
+    build = "import sys; from llm_utility.retrieval.lexical import build_bm25_index as b; b(*sys.argv[1:3], {})"
+    for seed in ("1", "2"):
+        subprocess.run(
+            [sys.executable, "-c", build.format({"backend": "bm25"}), str(corpus), str(tmp_path / seed)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+    files = sorted(p.relative_to(tmp_path / "1") for p in (tmp_path / "1").rglob("*") if p.is_file())
+    assert len(files) >= 4 and files == sorted(
+        p.relative_to(tmp_path / "2") for p in (tmp_path / "2").rglob("*") if p.is_file()
+    )
+    assert all((tmp_path / "1" / f).read_bytes() == (tmp_path / "2" / f).read_bytes() for f in files)
 
 
 def test_bm25_stems_and_drops_stopwords_by_default(corpus, tmp_path):

@@ -121,7 +121,10 @@ def build_bm25_index(passages_path: str | os.PathLike, out_dir: str | os.PathLik
     tokens = tokenize(texts, parsed)
     del texts
     retriever = bm25s.BM25(k1=parsed.k1, b=parsed.b, method=parsed.method)
-    retriever.index(tokens, show_progress=False)
+    # Terms numbered in sorted order: from strings, bm25s numbers them in a set's order, which
+    # Python's hash seed changes from run to run, and the index files with it (not the scores).
+    vocab = {term: i for i, term in enumerate(sorted({term for doc in tokens for term in doc}))}
+    retriever.index(([[vocab[term] for term in doc] for doc in tokens], vocab), show_progress=False)
     n_terms = len(retriever.vocab_dict)
     del tokens
     out = Path(out_dir)
