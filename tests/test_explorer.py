@@ -133,6 +133,10 @@ def test_a_standalone_page_that_works_offline():
         "a network fetch"
     )
     assert "<table" in html and len(html) > 500_000  # the DataTables bundle, base64
+    # The same table makes the same page, byte for byte (itables would draw a random table id).
+    assert html == explorer_html(
+        explorer_table(*_frames(), llms=LLMS), LLMS, "wf-single: the examples behind the numbers"
+    )
 
 
 def _chromium() -> str | None:

@@ -190,7 +190,9 @@ def explorer_html(table: pl.DataFrame, llms: Sequence[str], title: str, **option
         maxBytes=0,
         layout={"topStart": "pageLength", "topEnd": "search", "bottomStart": "info", "bottomEnd": "paging"},
         display_logo_when_loading=False,
-        **options,
+        # One table per page: a fixed id, where itables draws a random one, so the same table
+        # makes the same page, byte for byte.
+        **{"table_id": "explorer", **options},
     )
     bundle = generate_init_offline_itables_html(itables_options.dt_bundle)
     return (
