@@ -24,7 +24,6 @@ class ReportPlan:
         self.config = model.config
         self.datasets = model.datasets
         self.llms = model.llms
-        self.judgments = model.judgments
         self.rankings = model.rankings
 
     # --- findings -----------------------------------------------------------------------------------
