@@ -19,8 +19,8 @@ sys.path.insert(0, _SRC)
 from llm_utility.report.plan import ReportPlan  # noqa: E402
 from llm_utility.workflow.canonical import canonicalize_config  # noqa: E402
 from llm_utility.workflow.checks import check_config  # noqa: E402
+from llm_utility.workflow.estimates import check_job_lengths  # noqa: E402
 from llm_utility.workflow.data_plan import DataPlan  # noqa: E402
-from llm_utility.workflow.estimates import shard_warnings  # noqa: E402
 from llm_utility.workflow.keys import input_key  # noqa: E402
 from llm_utility.workflow.model_plan import ModelPlan  # noqa: E402
 from llm_utility.workflow.model_rules import model_rule, all_parts  # noqa: E402
@@ -66,8 +66,7 @@ DROPPED_RUNS = {
 DATA_PLAN = DataPlan(config, dropped_runs=DROPPED_RUNS)
 MODEL_PLAN = ModelPlan(DATA_PLAN)
 REPORT_PLAN = ReportPlan(MODEL_PLAN)
-for _warning in shard_warnings(MODEL_PLAN):
-    print(_warning, file=sys.stderr)
+check_job_lengths(MODEL_PLAN)
 DATASETS, LLMS = DATA_PLAN.datasets, MODEL_PLAN.llms
 JUDGE = config["judgments"]
 RANK = config["rankings"]

@@ -318,6 +318,24 @@ def test_shards_needed_per_rule():
     assert row["model_jobs"] == 2 + 3 and row["longest_rule"] == "judge"
 
 
+def test_the_config_check_warns_of_a_job_expected_to_outlive_the_limit():
+    """Allowed, but likely a mistake: a model job longer than resources.max_job_hours is a warning
+    (printed when the workflow loads) that names the key and the shards that fit."""
+    import io
+
+    cfg = _tiny_paper()
+    cfg["datasets"]["nq"]["shards"] = {"default": 1}
+    stream = io.StringIO()
+    (warning,) = estimates.check_job_lengths(model_plan(cfg), stream)
+    assert (
+        "gives answer_candidates 1 shards of nq" in warning
+        and "datasets.nq.shards.answer_candidates: 2 fits" in warning
+    )
+    assert stream.getvalue() == warning + "\n"
+    cfg["datasets"]["nq"]["shards"] = {"default": 1, "answer_candidates": 2}
+    assert estimates.check_job_lengths(model_plan(cfg), io.StringIO()) == []
+
+
 def test_the_paper_config_s_shards_fit_the_limit():
     """config/paper.yaml's shards are, per (dataset, rule), the fewest that keep every expected job
     within resources.max_job_hours / margin: a default of 1 and the rules that need more."""

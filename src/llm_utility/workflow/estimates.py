@@ -17,8 +17,9 @@ Snakemake.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 from .data_plan import DataPlan
 from .model_plan import ModelPlan
@@ -163,6 +164,15 @@ def shard_warnings(plan: ModelPlan) -> list[str]:
                     f"datasets.{dataset}.shards.{rule}: {needed} fits "
                     "(python -m llm_utility.workflow.estimates <config>)."
                 )
+    return warnings
+
+
+def check_job_lengths(plan: ModelPlan, stream: TextIO | None = None) -> list[str]:
+    """The config check once the plan is built (rules/common.smk runs it when the workflow loads):
+    ``shard_warnings``, printed to ``stream`` (standard error by default) and returned."""
+    warnings = shard_warnings(plan)
+    for warning in warnings:
+        print(warning, file=stream or sys.stderr)
     return warnings
 
 
