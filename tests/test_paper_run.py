@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from test_profiles import slurm_partition, slurm_partitions
+from test_profiles import JobResources, slurm_partition, slurm_partitions
 from workflow_runner import snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,10 +194,6 @@ def _dry_run_jobs(*args: str) -> list[dict]:
     return jobs
 
 
-class _Resources(dict):
-    __getattr__ = dict.get
-
-
 def _resources(job: dict) -> dict:
     """A dry-run job's resources as numbers where they are (the plugin compares them)."""
     return {k: int(v) if v.isdigit() else v for k, v in job["resources"].items() if v != "<TBD>"}
@@ -208,7 +204,7 @@ def _sbatch(job: dict) -> str:
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    fake = SimpleNamespace(resources=_Resources(_resources(job)), threads=1, name=job["rule"])
+    fake = SimpleNamespace(resources=JobResources(_resources(job)), threads=1, name=job["rule"])
     params = {
         "run_uuid": "u",
         "slurm_logfile": "log",

@@ -42,11 +42,13 @@ def slurm_partition(partitions, resources: dict, threads: int = 1) -> str | None
     profile's partition file (its own selection function, on a stand-in job)."""
     from snakemake_executor_plugin_slurm.partitions import get_best_partition
 
-    job = SimpleNamespace(resources=_Resources(resources), threads=threads, name="job")
+    job = SimpleNamespace(resources=JobResources(resources), threads=threads, name="job")
     return get_best_partition(partitions, job, logging.getLogger("slurm-partitions"))
 
 
-class _Resources(dict):
+class JobResources(dict):
+    """A job's resources as the plugin reads them: by key or as attributes."""
+
     __getattr__ = dict.get
 
 
