@@ -18,6 +18,7 @@ row's output is bitwise the same alone or in any batch.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -31,12 +32,28 @@ INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-v2"
 
 
 def cpu_flags() -> dict[str, bool]:
-    """The CPU capabilities that decide the arithmetic (``torch.cpu.get_capabilities``, torch >=
-    2.8; older releases report none, so float32 is chosen)."""
+    """The CPU capabilities that decide the arithmetic: the CPU's own (``torch.cpu.get_capabilities``,
+    torch >= 2.8; older releases report none, so float32 is chosen), less what torch's kernels were
+    told not to use. ``ATEN_CPU_CAPABILITY=avx2`` caps ATen's kernels at AVX2, and
+    ``ONEDNN_MAX_CPU_ISA=AVX2`` takes bfloat16 (and AMX) away from oneDNN: the arithmetic follows
+    the kernels that will run, and with ``FBGEMM_ENABLE_INSTRUCTIONS=AVX2`` and
+    ``MKL_ENABLE_INSTRUCTIONS=AVX2`` too, an AVX-512 machine runs what an AVX2-only one runs
+    (``benchmarks/cpu_engine.py --emulate avx2``)."""
     capabilities = getattr(torch.cpu, "get_capabilities", None)
     found = capabilities() if capabilities is not None else {}
     names = ("amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2", "fma")
-    return {name: bool(found.get(name)) for name in names}
+    flags = {name: bool(found.get(name)) for name in names}
+    aten = torch.backends.cpu.get_cpu_capability()  # "AVX512", "AVX2", "DEFAULT", ... (capped by the env)
+    if aten in ("AVX2", "DEFAULT", "NO AVX"):
+        flags.update({name: False for name in names if name.startswith(("avx512", "amx"))})
+    if aten in ("DEFAULT", "NO AVX"):
+        flags["avx2"] = False
+    if not bfloat16_packing_supported():  # oneDNN has no bfloat16 here, or was capped below it
+        flags["amx_bf16"] = flags["avx512_bf16"] = False
+    onednn_cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if onednn_cap != "ALL" and "AMX" not in onednn_cap:  # e.g. AVX512_CORE_BF16: AVX-512 BF16, no AMX
+        flags["amx_bf16"] = flags["amx_int8"] = False
+    return flags
 
 
 def has_fbgemm() -> bool:
