@@ -20,7 +20,13 @@ import pytest
 import torch
 
 from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator
-from llm_utility.generation.cpu_arithmetic import Int8RowLinear, outlier_channels, quantize_linears, resolve_dtype
+from llm_utility.generation.cpu_arithmetic import (
+    Int8RowLinear,
+    VocabularySlices,
+    outlier_channels,
+    quantize_linears,
+    resolve_dtype,
+)
 from llm_utility.generation.generator import cut_answer
 from test_independent_checks import _tiny, direct_target_logprobs, tiny_spec, write_tiny_llama
 from tiny_models import write_tiny_model
@@ -64,10 +70,18 @@ def tiny_int8(tmp_path_factory):
 # --- the arithmetic ---------------------------------------------------------------------------------
 
 
+def kernels_uncapped(monkeypatch):
+    """As on a CPU whose kernels may use all it has: ATen's AVX-512 ones, oneDNN's bfloat16."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(cpu_arithmetic, "bfloat16_packing_supported", lambda: True)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+
+
 def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
     flags = {"amx_bf16": False, "avx512f": False, "avx2": True}
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
     monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
+    kernels_uncapped(monkeypatch)
     assert resolve_dtype("auto", cuda=False) == "int8"  # AVX2 only: fbgemm's int8
     assert resolve_dtype(None, cuda=False) == "float32" and resolve_dtype("float32", cuda=False) == "float32"
     assert resolve_dtype("auto", cuda=True) == "bfloat16" and resolve_dtype(None, cuda=True) == "bfloat16"
@@ -84,6 +98,31 @@ def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
     with pytest.raises(ValueError, match="unknown dtype"):
         resolve_dtype("int4", cuda=False)
     monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch reports no flags: float32
+    assert resolve_dtype("auto", cuda=False) == "float32"
+
+
+def test_dtype_auto_follows_the_kernels_torch_was_capped_at(monkeypatch):
+    """``ATEN_CPU_CAPABILITY=avx2`` and ``ONEDNN_MAX_CPU_ISA`` cap the kernels torch runs below what
+    the CPU has: ``auto`` then picks what those kernels run fastest (an AVX-512 or AMX machine
+    emulating an AVX2-only one, ``benchmarks/cpu_engine.py --emulate``)."""
+    amx = {"amx_bf16": True, "amx_int8": True, "avx512_bf16": True, "avx512_vnni": True, "avx512f": True, "avx2": True}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: amx)
+    monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
+    kernels_uncapped(monkeypatch)
+    assert resolve_dtype("auto", cuda=False) == "bfloat16"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")  # AVX-512 BF16 without AMX
+    assert cpu_arithmetic.cpu_flags()["avx512_bf16"] and not cpu_arithmetic.cpu_flags()["amx_bf16"]
+    assert resolve_dtype("auto", cuda=False) == "int8"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert resolve_dtype("auto", cuda=False) == "bfloat16"
+    monkeypatch.setattr(cpu_arithmetic, "bfloat16_packing_supported", lambda: False)  # oneDNN: no bfloat16
+    assert resolve_dtype("auto", cuda=False) == "int8"
+    kernels_uncapped(monkeypatch)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")  # ATEN_CPU_CAPABILITY=avx2
+    flags = cpu_arithmetic.cpu_flags()
+    assert flags["avx2"] and not any(flags[name] for name in amx if name != "avx2")
+    assert resolve_dtype("auto", cuda=False) == "int8"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # no vector kernels
     assert resolve_dtype("auto", cuda=False) == "float32"
 
 
@@ -248,6 +287,28 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
     assert torch.equal(layer(prompt), linear(prompt))
 
 
+def test_an_output_layer_in_slices_is_the_same_alone_and_in_any_step():
+    """``VocabularySlices`` multiplies each slice of the vocabulary by every block of a step: a row's
+    logits are bitwise the same alone and among 60 other rows, and within float rounding of the
+    whole matrix's product (bitwise on an AVX-512 CPU, not with AVX2's kernels)."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(96, 1000)
+    sliced = cpu_arithmetic.VocabularySlices(linear, slice_bytes=96 * 128 * 4)
+    assert len(sliced._bounds) == 8 and sliced._bounds[-1] == (896, 1000) and sliced.weight is linear.weight
+    layer = cpu_arithmetic.StepRows(sliced)
+    rows = torch.randn(61, 1, 96)
+    together = layer(rows)
+    for i in (0, 17, 60):
+        assert torch.equal(layer(rows[i : i + 1]), together[i : i + 1])
+        assert torch.equal(layer(torch.cat([rows[i : i + 1], torch.randn(20, 1, 96)]))[:1], together[i : i + 1])
+    with torch.inference_mode():
+        assert torch.allclose(together, linear(rows), rtol=1e-5, atol=1e-6)
+        prompt = torch.randn(1, 33, 96)
+        assert torch.allclose(layer(prompt), linear(prompt), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="float32 nn.Linear"):
+        cpu_arithmetic.VocabularySlices(torch.nn.Linear(4, 4).to(torch.bfloat16))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_greedy_tokens_are_argmax_ties_included(dtype):
     """Greedy decoding's token is ``argmax``'s: the first of several equal largest logits (ties are
@@ -299,10 +360,11 @@ def test_int8_layers_and_the_output_layer_are_wrapped_in_step_rows(tmp_path):
     path = tmp_path / "tiny"
     gen = load_generator(write_tiny_llama(path, "bos", seed=6), {**tiny_spec(path), "dtype": "int8"})
     model = gen.model
-    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear | Int8RowLinear)]
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear | Int8RowLinear | VocabularySlices)]
     wrapped = [m.linear for m in model.modules() if isinstance(m, cpu_arithmetic.StepRows)]
     assert len(linears) == len(wrapped) > 10 and all(any(w is m for w in wrapped) for m in linears)
     assert isinstance(model.get_output_embeddings(), cpu_arithmetic.StepRows)
+    assert isinstance(model.get_output_embeddings().linear, VocabularySlices)  # float32, in slices
     assert sum(isinstance(m, Int8RowLinear) for m in linears) == len(linears) - 1  # all but the output layer
 
 

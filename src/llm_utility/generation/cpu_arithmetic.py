@@ -316,17 +316,73 @@ class StepRows(nn.Module):
         padding = -n % self.rows
         if padding:
             rows = torch.cat([rows, rows.new_zeros(padding, self.in_features)])
-        out = torch.cat([self.linear(block) for block in rows.split(self.rows)])
+        blocks = list(rows.split(self.rows))
+        if isinstance(self.linear, VocabularySlices):
+            out = self.linear.blocks(blocks)
+        else:
+            out = torch.cat([self.linear(block) for block in blocks])
         return out[:n].reshape(*x.shape[:-1], self.out_features)
+
+
+# Bytes of an output layer's weights per slice (``VocabularySlices``): about a core's L2 cache.
+SLICE_BYTES = 2 << 20
+
+
+class VocabularySlices(nn.Module):
+    """A float32 output layer multiplied in slices of its rows, each slice by every block of a
+    decoding step while it is in the cache.
+
+    In float32 (the float32 and int8 arithmetics) Gemma 3's 262k x 640 output layer is 670 MB, read
+    from memory at each product: ``StepRows`` multiplies a step of 64 rows in four blocks, so the
+    whole matrix was read four times. Slice by slice it is read once: a 64-row step's output layer
+    took 346 against 672 ms, a 16-row one 131 against 157 (one thread, an AVX-512 CPU; 467 against
+    716 and the same at 16 rows with AVX2 alone; docs/performance.md, "The CPU engine"). Each
+    slice's product of a block is one fixed product whatever the other blocks are, so a row's logits
+    stay bitwise the same alone and in any step. bfloat16's packed output layer is half the bytes
+    and gained nothing from slices (oneDNN's product of 16 rows was 9 ms slower in slices), so it
+    stays whole.
+    """
+
+    def __init__(self, linear: nn.Linear, slice_bytes: int = SLICE_BYTES) -> None:
+        super().__init__()
+        if type(linear) is not nn.Linear or linear.weight.dtype != torch.float32:
+            raise TypeError(f"VocabularySlices takes a float32 nn.Linear, not {linear!r}")
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # tied embeddings, the vocabulary
+        step = max(1, slice_bytes // (self.in_features * linear.weight.element_size()))
+        # Row slices of a row-major matrix are views: no weight is copied.
+        self._bounds = [(a, min(a + step, self.out_features)) for a in range(0, self.out_features, step)]
+
+    def blocks(self, blocks: list[torch.Tensor]) -> torch.Tensor:
+        """The products of ``blocks`` (2-d), stacked: each slice multiplies every block in turn."""
+        weight = self.weight.detach()
+        bias = None if self.bias is None else self.bias.detach()
+        out = blocks[0].new_empty(sum(block.shape[0] for block in blocks), self.out_features)
+        for a, b in self._bounds:
+            top = 0
+            for block in blocks:
+                part = nn.functional.linear(block, weight[a:b], None if bias is None else bias[a:b])
+                out[top : top + block.shape[0], a:b] = part
+                top += block.shape[0]
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks([x.reshape(-1, self.in_features)]).reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, slices={len(self._bounds)}"
 
 
 def fix_step_rows(model: nn.Module, rows: int = STEP_ROWS) -> int:
     """Wrap every linear layer of ``model`` (float32, bfloat16 or int8, the output layer included)
-    in ``StepRows``, in place; returns how many."""
+    in ``StepRows``, in place, a float32 output layer in ``VocabularySlices`` first; returns how many."""
+    head = model.get_output_embeddings()
     replaced = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear | Int8RowLinear | PackedBfloat16Linear):
+                if child is head and type(child) is nn.Linear and child.weight.dtype == torch.float32:
+                    child = VocabularySlices(child)
                 setattr(module, name, StepRows(child, rows))
                 replaced += 1
     return replaced

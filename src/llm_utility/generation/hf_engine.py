@@ -54,7 +54,7 @@ def kv_bytes(kv: KV) -> int:
 ROWWISE_ATTENTION = "llm_utility_rowwise_sdpa"
 # Bump when the engine's numerics change (how products are blocked, what is reused): it is part of
 # the generation-store key of every CPU call, so a store never serves another engine's outputs.
-CPU_ENGINE = "prefill-whole-step-rows-16-rowwise-attention-v1"
+CPU_ENGINE = "prefill-whole-step-rows-16-vocabulary-slices-2mib-rowwise-attention-v2"
 
 
 def _rowwise_sdpa(
