@@ -12,6 +12,12 @@ For this CPU (its flags are printed first) and one thread:
 
     .venv/bin/python benchmarks/cpu_engine.py [--models smollm2-135m gemma3-270m]
         [--dtypes float32 bfloat16 int8] [--prompts 8] [--new-tokens 16] [--json out.json]
+        [--emulate avx2|avx512]
+
+``--emulate`` runs it again with torch's kernels capped below this CPU (``EMULATE``): ``avx2`` as
+an AVX2-only CPU (ATen, oneDNN, MKL and fbgemm all at AVX2), ``avx512`` as an AVX-512 BF16/VNNI CPU
+without AMX (oneDNN below AMX). The same variables run the whole demo that way
+(docs/performance.md, "The CPU engine"); clocks, caches and memory stay this machine's.
 
 The demo models must be materialized (`snakemake --cores all resources/models/<llm>/manifest.json`).
 Nothing here is asserted: it measures and prints; docs/performance.md keeps its table per machine.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -33,6 +40,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from llm_utility.generation import cpu_arithmetic, hf_engine, load_generator  # noqa: E402
+
+# The environment that caps torch's kernels below this CPU's, per emulated CPU (--emulate).
+EMULATE = {
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
+}
 
 # ~230 tokens: an answer prompt with a few passages, as the demo's are.
 PASSAGES = (
@@ -130,13 +148,20 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--emulate", choices=sorted(EMULATE), help="cap torch's kernels as on that CPU")
     args = parser.parse_args()
+    if args.emulate and any(os.environ.get(k) != v for k, v in EMULATE[args.emulate].items()):
+        # The caps are read when torch loads its kernels: start again with them set.
+        env = {**os.environ, **EMULATE[args.emulate]}
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     flags = cpu_arithmetic.cpu_flags()
     dtypes = [d for d in args.dtypes if d != "int8" or cpu_arithmetic.int8_supported()]
     print("CPU flags:", " ".join(name for name, on in flags.items() if on) or "none reported")
+    if args.emulate:
+        print(f"emulating {args.emulate}:", " ".join(f"{k}={v}" for k, v in EMULATE[args.emulate].items()))
     print("dtype auto picks here:", cpu_arithmetic.resolve_dtype("auto", cuda=False))
     peaks = {d: gemm_peak(d) for d in dtypes}
     print("\nGEMM 2048x576x1536, one thread (GFLOP/s):")

@@ -379,9 +379,11 @@ def test_a_reused_prefix_gives_the_logits_and_states_of_a_fresh_computation(tiny
         kv_reused, logits_reused = hf_engine.prefill(model, longer, warm, keep=4)
         kv_fresh, logits_fresh = hf_engine.prefill(model, longer, hf_engine.PrefixCache(), keep=4)
     assert warm.reused_tokens == len(first) and warm.computed_tokens == len(first) + len(second)
-    assert torch.allclose(logits_reused, logits_fresh, atol=1e-5)
+    # Equal up to float32 rounding: the suffix is a product of fewer rows (1.5e-5 apart on values of
+    # up to 9 with AVX2's kernels, ATEN_CPU_CAPABILITY=avx2).
+    assert torch.allclose(logits_reused, logits_fresh, rtol=1e-5, atol=1e-4)
     for (k1, v1), (k2, v2) in zip(kv_reused, kv_fresh):
-        assert torch.allclose(k1, k2, atol=1e-5) and torch.allclose(v1, v2, atol=1e-5)
+        assert torch.allclose(k1, k2, rtol=1e-5, atol=1e-4) and torch.allclose(v1, v2, rtol=1e-5, atol=1e-4)
 
 
 def test_prefix_cache_finds_the_longest_prefix_and_forgets_the_least_recent():

@@ -1,6 +1,7 @@
 """The arithmetic a transformers model runs in on a CPU, chosen from the CPU's flags, and the linear
 layers that make them: int8 (``Int8RowLinear``) and bfloat16 with weights packed once
-(``PackedBfloat16Linear``).
+(``PackedBfloat16Linear``); a decoding step's products in fixed blocks of rows (``StepRows``), a
+float32 output layer's slice by slice of its vocabulary (``VocabularySlices``).
 
 What multiplies fastest depends on the CPU (docs/performance.md, "The CPU engine"): with AMX,
 bfloat16 tiles; on AVX-512 with VNNI and on AVX2 alone, int8 through fbgemm (on AVX2, bfloat16 is
