@@ -220,6 +220,36 @@ def test_the_engine_decodes_what_transformers_generate_decodes(tiny_fp32):
         assert got == [direct_greedy(gen, p, 12, stop) for p in PROMPTS], stop
 
 
+@pytest.mark.slow  # loads a model twice
+def test_the_engine_in_float32_decodes_what_a_plain_transformers_model_decodes(tmp_path, monkeypatch):
+    """The engine's own layers checked against none of them: the same weights loaded by transformers
+    alone (no ``StepRows``, no ``VocabularySlices``, its own attention) decode the same greedy tokens
+    prompt by prompt, and score the same targets within float32 rounding, while the engine decodes
+    40 prompts together (steps of up to 40 rows: three blocks) with its output layer in 5 slices."""
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setattr(cpu_arithmetic, "SLICE_BYTES", 64 * 32 * 4)  # 64 of the 300 vocabulary rows
+    path = tmp_path / "tiny"
+    manifest = write_tiny_llama(path, "bos", seed=7)
+    gen = load_generator(manifest, {**tiny_spec(path), "dtype": "float32"})
+    assert len(gen.model.get_output_embeddings().linear._bounds) == 5
+    plain = AutoModelForCausalLM.from_pretrained(manifest["load_path"], dtype=torch.float32).eval()
+    assert not any(isinstance(m, cpu_arithmetic.StepRows | VocabularySlices) for m in plain.modules())
+    prompts = [PROMPTS[i % len(PROMPTS)] + " Peru" * (i // len(PROMPTS)) for i in range(40)]
+    got = gen.generate(prompts, max_new_tokens=10)
+    config = copy.deepcopy(gen._gen_config)
+    config.max_new_tokens = 10
+    for prompt, text in zip(prompts, got):
+        ids = torch.tensor([gen.encode(prompt)])
+        with torch.inference_mode():
+            out = plain.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        assert text == cut_answer(gen.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True), [])
+    target = " Lima is the capital of Peru"
+    for prompt, scores in zip(prompts[:6], gen.score([(p, target) for p in prompts[:6]])):
+        tid = gen.tokenizer(target, add_special_tokens=False)["input_ids"]
+        assert scores == pytest.approx(direct_target_logprobs(plain, gen.encode(prompt), tid), abs=1e-4)
+
+
 @pytest.mark.slow  # loads a model
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_the_engine_decodes_what_generate_decodes_for_each_architecture(arch, tmp_path):

@@ -344,8 +344,9 @@ class VocabularySlices(nn.Module):
     stays whole.
     """
 
-    def __init__(self, linear: nn.Linear, slice_bytes: int = SLICE_BYTES) -> None:
+    def __init__(self, linear: nn.Linear, slice_bytes: int | None = None) -> None:
         super().__init__()
+        slice_bytes = slice_bytes or SLICE_BYTES
         if type(linear) is not nn.Linear or linear.weight.dtype != torch.float32:
             raise TypeError(f"VocabularySlices takes a float32 nn.Linear, not {linear!r}")
         self.in_features, self.out_features = linear.in_features, linear.out_features
