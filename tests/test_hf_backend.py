@@ -133,6 +133,7 @@ def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monke
 
     from llm_utility.generation import cpu_arithmetic, load_generator
     from llm_utility.generation.store import generation_params
+    from test_cpu_engine import kernels_uncapped
     from test_independent_checks import tiny_spec, write_tiny_llama
 
     manifest = write_tiny_llama(tmp_path, "bos")
@@ -141,10 +142,7 @@ def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monke
     flag_sets = {"bfloat16": {"amx_bf16": True}, "float32": {}}
     if cpu_arithmetic.int8_supported():
         flag_sets["int8"] = {"avx2": True}
-    # As if torch's kernels could use all of those flags (cpu_flags drops what they were capped below).
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    monkeypatch.setattr(cpu_arithmetic, "bfloat16_packing_supported", lambda: True)
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    kernels_uncapped(monkeypatch)  # as if torch's kernels could use all of those flags
     for expected, flags in flag_sets.items():
         monkeypatch.setattr(torch.cpu, "get_capabilities", lambda flags=flags: flags)
         gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": "auto"})
