@@ -12,6 +12,7 @@ kind), and on both demo models (slow tier).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -327,17 +328,12 @@ JOB_GOLD_U = [("q1", "h1"), ("q2", "p1")]  # q1: h1 in its gold set, p2 not; q2:
 JOB_PSEUDO = {"q1": "Lima", "q2": "Santiago is the capital"}
 
 
-@pytest.fixture(scope="module")
-def judged(tiny_job_model, tmp_path_factory):
-    """One judge job of the tiny model (likelihood and attention rankings, perplexities) on files
-    written here; returns its output tables."""
-    tiny = tiny_job_model
+def _judge_job_files(tmp: Path) -> dict[str, str]:
+    """The input files of a judge job on JOB_QUERIES, written into ``tmp``."""
     import polars as pl
 
     from llm_utility import pipeline
-    from llm_utility.config import with_defaults
 
-    tmp = tmp_path_factory.mktemp(f"judge-{tiny.kind}")
     queries = pl.DataFrame(
         [(q, text, ans, human, "qa") for q, text, ans, human in JOB_QUERIES],
         schema={
@@ -366,11 +362,27 @@ def judged(tiny_job_model, tmp_path_factory):
         top_k=3,
         output=str(tmp / "candidates.parquet"),
     )
+    names = ("queries", "candidates", "gold_U", "topk")
+    return {name: str(tmp / f"{name}.parquet") for name in names}
+
+
+@pytest.fixture(scope="module")
+def judged(tiny_job_model, tmp_path_factory):
+    """One judge job of the tiny model (likelihood and attention rankings, perplexities) on files
+    written here; returns its output tables."""
+    tiny = tiny_job_model
+    import polars as pl
+
+    from llm_utility import pipeline
+    from llm_utility.config import with_defaults
+
+    tmp = tmp_path_factory.mktemp(f"judge-{tiny.kind}")
+    files = _judge_job_files(tmp)
     rankings = {m: str(tmp / f"{m}.parquet") for m in ("likelihood", "attention")}
     pipeline.judge_job(
         dataset="tiny",
-        queries=str(tmp / "queries.parquet"),
-        candidates=str(tmp / "candidates.parquet"),
+        queries=files["queries"],
+        candidates=files["candidates"],
         manifest=str(Path(tiny.load_path) / "manifest.json"),
         prompts=str(REPO / "config" / "prompts.yaml"),
         spec=with_defaults("llms", tiny_spec(Path(tiny.load_path), batch_size=3)),
@@ -379,8 +391,8 @@ def judged(tiny_job_model, tmp_path_factory):
         judgments={},
         rankings=rankings,
         perplexity=str(tmp / "perplexity.parquet"),
-        gold_U=str(tmp / "gold_U.parquet"),
-        pseudo_answers={"topk": str(tmp / "topk.parquet")},
+        gold_U=files["gold_U"],
+        pseudo_answers={"topk": files["topk"]},
         max_new_tokens={},
         rankings_cfg=with_defaults("rankings", {}),
     )
@@ -388,6 +400,94 @@ def judged(tiny_job_model, tmp_path_factory):
         name: pl.read_parquet(path)
         for name, path in {**rankings, "perplexity": str(tmp / "perplexity.parquet")}.items()
     }
+
+
+def test_verbalized_methods_decoded_together_give_each_prompts_own_greedy_output(tmp_path, monkeypatch, caplog):
+    """A judge job decodes its verbalized methods together, one model call per output limit (the
+    listwise selections and the listwise ranking share their decoding steps): every output it stored
+    is what plain transformers decodes greedily for that prompt alone, and each method's calls are
+    still counted as its own."""
+    import logging
+    import sqlite3
+
+    import polars as pl
+    from polars.testing import assert_frame_equal
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from llm_utility import pipeline
+    from llm_utility.config import with_defaults
+    from llm_utility.generation.hf_backend import HFGenerator
+
+    path = tmp_path / "tiny"
+    write_tiny_llama(path, "bos", seed=3)
+    calls = []
+    generate = HFGenerator.generate
+
+    def recorded(self, prompts, max_new_tokens, stop=()):
+        calls.append((len(prompts), max_new_tokens))
+        return generate(self, prompts, max_new_tokens, stop)
+
+    monkeypatch.setattr(HFGenerator, "generate", recorded)
+    files = _judge_job_files(tmp_path)
+    caplog.set_level(logging.INFO, logger="llm_utility")
+
+    def judge(out, judgments, rankings):
+        """One judge job, writing its tables and its store into ``out``; returns the tables."""
+        out.mkdir()
+        pipeline.judge_job(
+            dataset="tiny",
+            queries=files["queries"],
+            candidates=files["candidates"],
+            manifest=str(path / "manifest.json"),
+            prompts=str(REPO / "config" / "prompts.yaml"),
+            spec=with_defaults("llms", {**tiny_spec(path, batch_size=16), "dtype": "float32", "max_model_len": 2048}),
+            store=str(out / "store"),
+            job="judge",
+            judgments={m: str(out / f"{m}.parquet") for m in judgments},
+            rankings={m: str(out / f"rank_{m}.parquet") for m in rankings},
+            pseudo_answers={"topk": files["topk"]},
+            max_new_tokens={"pointwise": 24, "listwise": 64},
+            rankings_cfg={**with_defaults("rankings", {}), "max_new_tokens": 64},
+        )
+        return {p.stem: pl.read_parquet(p) for p in out.glob("*.parquet")}
+
+    selections = ("pointwise_pa", "listwise_pa", "listwise_pa_reject")
+    together = judge(tmp_path / "together", selections, ["listwise_pa"])
+    # 2 queries: 3 x 2 pointwise prompts with a limit of 24; 3 methods x 2 listwise prompts with 64.
+    assert sorted(calls) == [(6, 24), (6, 64)]
+    (shard,) = (tmp_path / "together" / "store").glob("*.sqlite")
+    with contextlib.closing(sqlite3.connect(shard)) as db:
+        rows = db.execute("SELECT prompt, value, params FROM calls WHERE kind = 'generate'").fetchall()
+    assert len(rows) == 12
+    plain = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    for prompt, value, params in rows:
+        ids = torch.tensor([tokenizer(prompt)["input_ids"]])
+        with torch.inference_mode():
+            out = plain.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=json.loads(params)["max_new_tokens"],
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).lstrip()
+        assert value == text.split("\n")[0].strip()  # the stop string "\n", written out
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("store_stats ")]
+    stats = json.loads(line.removeprefix("store_stats "))
+    made = {method: kinds["generate"]["made"] for method, kinds in stats["methods"].items()}
+    assert made == {"pointwise_pa": 6, "listwise_pa": 2, "listwise_pa_reject": 2, "rank_listwise_pa": 2}
+    seconds = sum(kinds["generate"]["seconds"] for kinds in stats["methods"].values())
+    assert seconds == pytest.approx(stats["calls"]["generate"]["seconds"])
+    # Each method in a job of its own (its own store, its prompts decoded alone) gives the same table.
+    alone = {}
+    for m in selections:
+        alone |= judge(tmp_path / m, [m], [])
+    alone |= judge(tmp_path / "rank", [], ["listwise_pa"])
+    assert sorted(calls[2:]) == [(2, 64)] * 3 + [(6, 24)]
+    assert set(alone) == set(together) == {*selections, "rank_listwise_pa"}
+    for name, table in together.items():
+        assert_frame_equal(table, alone[name], check_exact=True)
 
 
 def _answer_prompt_written_out(question: str, pids: list[str]) -> str:

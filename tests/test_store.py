@@ -101,6 +101,37 @@ def test_dedup_served_and_made(tmp_path):
         assert list(store.sections) == ["listwise"] and store.stats["generate"]["made"] == 6
 
 
+def test_sections_named_per_prompt_count_each_prompts_call_in_its_own(tmp_path):
+    """One call carrying several methods' prompts (a judge job's methods decoded together): each
+    prompt's call is counted in the section named for it (a prompt given twice in its first), not in
+    the enclosing block's; the sections' seconds add up to the call's."""
+    gen = FakeGenerator()
+    with GenerationStore(tmp_path, "job-a") as store:
+        store.generate(gen, ["a"], max_new_tokens=8, stop=["\n"], batch_size=2)
+        before = store.stats["generate"]["seconds"]
+        with store.section("outer"):
+            outs = store.generate(
+                gen,
+                ["a", "b b", "c c c", "b b"],
+                max_new_tokens=8,
+                stop=["\n"],
+                batch_size=2,
+                sections=["one", "two", "one", "one"],
+            )
+        batches = gen.calls[1:]
+        assert outs == [gen.generate([p], 8)[0] for p in ["a", "b b", "c c c", "b b"]]
+        counts = {
+            name: (s["generate"]["made"], s["generate"]["served"], s["generate"]["prompt_tokens"])
+            for name, s in store.sections.items()
+        }
+        assert counts == {"one": (1, 1, 3), "two": (1, 0, 2)}
+        assert batches == [["c c c", "b b"]]  # both sections' prompts in one batch
+        seconds = sum(s["generate"]["seconds"] for s in store.sections.values())
+        assert seconds == pytest.approx(store.stats["generate"]["seconds"] - before) and seconds > 0
+        with pytest.raises(ValueError, match="2 sections for 1 prompts"):
+            store.generate(gen, ["e"], 8, ["\n"], batch_size=2, sections=["one", "two"])
+
+
 def test_a_sealed_shard_serves_later_jobs_and_is_never_written(tmp_path):
     with GenerationStore(tmp_path, "job-a") as store:
         first = store.generate(FakeGenerator(), prompts_of(10), 8, ["\n"], batch_size=4)

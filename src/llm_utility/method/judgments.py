@@ -19,7 +19,7 @@ prompt wordings and the model session.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,11 +233,52 @@ class JudgeTask:
         return dict(self.queries.select("qid", "task").iter_rows())
 
 
-def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int) -> pl.DataFrame:
-    """One selection method's judgments of every candidate of C: columns qid, pid, selected, parsed,
-    echo, output (the raw output; a listwise method's is the same on all candidates of a query). An
-    output that does not parse, or repeats its prompt (``echo``), is a row with ``parsed = false``
-    and nothing selected."""
+@dataclass(frozen=True)
+class Generations:
+    """One method's generation calls, prepared before any is made so that a judge job can make
+    several methods' calls together (``generate_together``): ``section`` names the method in the
+    cost table, ``read`` turns the outputs, in the order of ``prompts``, into the method's table."""
+
+    section: str
+    prompts: list[str]
+    max_new_tokens: int
+    read: Callable[[list[str]], pl.DataFrame]
+
+
+def generate_together(task: JudgeTask, methods: Sequence[Generations]) -> list[pl.DataFrame]:
+    """Each method's table, in order; the calls of all methods with the same output limit are made
+    in one store call, so their rows decode together: a decoding step reads every weight once,
+    however many rows it carries (the demo's three listwise methods: 3 rows a step each, 9 together).
+    The store keys every call without its batch and the backends' outputs do not depend on it, so
+    each method gets what it would get alone; its counts stay its own (the store's ``sections``)."""
+    gen = task.generator
+    tables: list[pl.DataFrame | None] = [None] * len(methods)
+    by_limit: dict[int, list[int]] = {}
+    for i, m in enumerate(methods):
+        by_limit.setdefault(m.max_new_tokens, []).append(i)
+    for limit, group in by_limit.items():
+        outputs = task.calls.generate(
+            gen,
+            [p for i in group for p in methods[i].prompts],
+            max_new_tokens=limit,
+            stop=task.spec["stop"],
+            batch_size=task.spec["batch_size"],
+            desc=f"{gen.slug} {task.dataset} {' + '.join(methods[i].section for i in group)}",
+            sections=[methods[i].section for i in group for _ in methods[i].prompts],
+        )
+        at = 0
+        for i in group:
+            n = len(methods[i].prompts)
+            tables[i] = methods[i].read(outputs[at : at + n])
+            at += n
+    return tables
+
+
+def selection_calls(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int) -> Generations:
+    """One selection method's calls (``section``: the method's name), read into its judgments of
+    every candidate of C: columns qid, pid, selected, parsed, echo, output (the raw output; a
+    listwise method's is the same on all candidates of a query). An output that does not parse, or
+    repeats its prompt (``echo``), is a row with ``parsed = false`` and nothing selected."""
     gen, wordings = task.generator, task.prompts
     answers = task.pseudo_answers.get(method.pseudo_context, {}) if method.pseudo_context else None
     keys, texts = [], []
@@ -259,26 +300,22 @@ def judge_selection(task: JudgeTask, method: JudgmentMethod, max_new_tokens: int
             )
     labels = [f"dataset {task.dataset}, query {qid}, judgment {method.name}" for qid, _ in keys]
     gen.check_fits(texts, labels, reserve=max_new_tokens)
-    outputs = task.calls.generate(
-        gen,
-        texts,
-        max_new_tokens=max_new_tokens,
-        stop=task.spec["stop"],
-        batch_size=task.spec["batch_size"],
-        desc=f"{gen.slug} {task.dataset} {method.name}",
-    )
     fmt = output_format(wordings, method.form)
-    rows = []
-    for (qid, pid), text, raw in zip(keys, texts, outputs, strict=True):
-        out = strip_thinking(raw) if "</think>" in raw else raw
-        # Read against the prompt it answers: a copy of the prompt is never a judgment.
-        prompt = JudgmentPrompt(text, fmt)
-        if method.form == "pointwise":
-            selected, status = parse_yes_no(out, prompt)
-            rows.append((qid, pid, selected, status == GENUINE, status == ECHO, raw))
-        else:
-            pool = task.pools[qid]
-            ids, status = parse_selection(out, len(pool), prompt)
-            chosen = {pool[i - 1] for i in ids}
-            rows += [(qid, p, p in chosen, status == GENUINE, status == ECHO, raw) for p in pool]
-    return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, orient="row")
+
+    def read(outputs: list[str]) -> pl.DataFrame:
+        rows = []
+        for (qid, pid), text, raw in zip(keys, texts, outputs, strict=True):
+            out = strip_thinking(raw) if "</think>" in raw else raw
+            # Read against the prompt it answers: a copy of the prompt is never a judgment.
+            prompt = JudgmentPrompt(text, fmt)
+            if method.form == "pointwise":
+                selected, status = parse_yes_no(out, prompt)
+                rows.append((qid, pid, selected, status == GENUINE, status == ECHO, raw))
+            else:
+                pool = task.pools[qid]
+                ids, status = parse_selection(out, len(pool), prompt)
+                chosen = {pool[i - 1] for i in ids}
+                rows += [(qid, p, p in chosen, status == GENUINE, status == ECHO, raw) for p in pool]
+        return pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA, orient="row")
+
+    return Generations(method.name, texts, max_new_tokens, read)

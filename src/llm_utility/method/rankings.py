@@ -26,9 +26,11 @@ from ..generation.store import AttentionRequest
 from ..schemas import RANKINGS_SCHEMA
 from .judgments import (
     VERBAL_RANKING_METHODS,
+    Generations,
     JudgeTask,
     JudgmentMethod,
     check_output_cap,
+    generate_together,
     listwise_messages,
     output_format,
     render_judgment,
@@ -108,9 +110,9 @@ def _retriever(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
     return retrieval_order(task.pools)
 
 
-def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
+def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> Generations:
     """Eq. 5: the model orders the numbered candidates (``[i] > [j] > ...``), with the pseudo-answer
-    (its ``topk`` answer) where the method has one."""
+    (its ``topk`` answer) where the method has one: the calls, read into a ranking."""
     gen, pools, questions = task.generator, task.pools, task.questions()
     pseudo = task.pseudo_answers.get("topk", {})
     texts = [
@@ -134,19 +136,15 @@ def _verbal(method: JudgmentMethod, task: JudgeTask, cfg: Mapping[str, Any]) -> 
     gen.check_fits(
         texts, [f"dataset {task.dataset}, query {qid}, ranking {method.name}" for qid in pools], reserve=max_new
     )
-    outs = task.calls.generate(
-        gen,
-        texts,
-        max_new_tokens=max_new,
-        stop=task.spec["stop"],
-        batch_size=task.spec["batch_size"],
-        desc=f"{gen.slug} {task.dataset} rank {method.name}",
-    )
-    orders, parsed, echo = {}, {}, {}
-    for (qid, pool), text, out in zip(pools.items(), texts, outs, strict=True):
-        orders[qid], status = parse_ranking(out, len(pool), JudgmentPrompt(text, fmt))
-        parsed[qid], echo[qid] = status == GENUINE, status == ECHO
-    return from_orders(pools, orders, parsed, echo)
+
+    def read(outs: list[str]) -> pl.DataFrame:
+        orders, parsed, echo = {}, {}, {}
+        for (qid, pool), text, out in zip(pools.items(), texts, outs, strict=True):
+            orders[qid], status = parse_ranking(out, len(pool), JudgmentPrompt(text, fmt))
+            parsed[qid], echo[qid] = status == GENUINE, status == ECHO
+        return from_orders(pools, orders, parsed, echo)
+
+    return Generations(f"rank_{method.name}", texts, max_new, read)
 
 
 def _likelihood(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
@@ -191,20 +189,26 @@ def _attention(task: JudgeTask, cfg: Mapping[str, Any]) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class RankingMethod:
-    """One ranking method: its name and how it ranks a judge job's pools (``rank(task, cfg)``).
-    ``attention`` methods run on ``rankings.attention_backend`` (vLLM exposes no attention weights)."""
+    """One ranking method: its name and how it ranks a judge job's pools (``rank(task, cfg)``); a
+    verbalized one also gives its generation calls unmade (``calls(task, cfg)``), so a judge job can
+    decode them with other methods' (``generate_together``). ``attention`` methods run on
+    ``rankings.attention_backend`` (vLLM exposes no attention weights)."""
 
     name: str
     rank: Callable[[JudgeTask, Mapping[str, Any]], pl.DataFrame]
     uses_model: bool = True
     attention: bool = False
+    calls: Callable[[JudgeTask, Mapping[str, Any]], Generations] | None = None
+
+
+def _verbal_method(name: str, method: JudgmentMethod) -> RankingMethod:
+    calls = functools.partial(_verbal, method)
+    return RankingMethod(name, lambda task, cfg: generate_together(task, [calls(task, cfg)])[0], calls=calls)
 
 
 RANKING_METHODS: dict[str, RankingMethod] = {
     "retriever": RankingMethod("retriever", _retriever, uses_model=False),
-    **{
-        name: RankingMethod(name, functools.partial(_verbal, method)) for name, method in VERBAL_RANKING_METHODS.items()
-    },
+    **{name: _verbal_method(name, method) for name, method in VERBAL_RANKING_METHODS.items()},
     "likelihood": RankingMethod("likelihood", _likelihood),
     "attention": RankingMethod("attention", _attention, attention=True),
 }

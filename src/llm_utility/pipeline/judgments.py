@@ -10,7 +10,14 @@ from typing import Any
 import polars as pl
 
 from ..io import read_table, write_parquet
-from ..method.judgments import JudgeTask, check_output_cap, judge_selection, output_format, selection_method
+from ..method.judgments import (
+    JudgeTask,
+    check_output_cap,
+    generate_together,
+    output_format,
+    selection_calls,
+    selection_method,
+)
 from ..method.perplexity import perplexity_rows
 from ..method.prompts import load_prompts
 from ..method.rankings import ranking_method, retrieval_order
@@ -101,14 +108,19 @@ def judge_job(
         on_model = task(gen, calls, spec)
         # Each method's calls are counted apart (the cost table's `method` column).
         k = max(map(len, pools.values()), default=0)
+        generations = {}
         for m in selection:
             limit = max_new_tokens["thinking" if m.thinking else m.form]
             key = "judgments.thinking_max_new_tokens" if m.thinking else f"judgments.{m.form}_max_new_tokens"
             check_output_cap(gen, m.form, k, limit, key, output_format(wordings, m.form))
-            with calls.section(m.name):
-                tables[f"judgments|{m.name}"] = judge_selection(on_model, m, limit)
+            generations[f"judgments|{m.name}"] = selection_calls(on_model, m, limit)
         for m in methods.values():
-            if m not in apart:
+            if m not in apart and m.calls is not None:
+                generations[f"rankings|{m.name}"] = m.calls(on_model, cfg)
+        # The verbalized methods decode together, those with the same output limit in one batch.
+        tables.update(zip(generations, generate_together(on_model, list(generations.values()))))
+        for m in methods.values():
+            if m not in apart and m.calls is None:
                 with calls.section(f"rank_{m.name}"):
                     tables[f"rankings|{m.name}"] = m.rank(on_model, cfg)
         if perplexity:

@@ -96,6 +96,7 @@ class _Missing:
         self._request_of = {keys[r]: r for r in order}
         self._next = 0
         self._held: list[Request] = []
+        self.seconds = 0.0  # spent computing batches
 
     def __bool__(self) -> bool:
         return bool(self.left)
@@ -126,15 +127,17 @@ class _Missing:
         done = [self._request_of[k] for k in found if k in self.left_keys]
         self.values.update((r, self.kind.decode(found[self.key[r]])) for r in done)
         self._finish(done)
-        self.tally.add("served", len(done))
+        self.tally.add("served", dict.fromkeys(done, 1))
         self.progress.update(len(done))
 
-    def computed(self, batch: list[Request], made: list[Any], output_tokens: list[int]) -> None:
+    def computed(self, batch: list[Request], made: list[Any], output_tokens: list[int], seconds: float) -> None:
         self.values.update(zip(batch, made))
         self._finish(batch)
-        self.tally.add("made", len(batch))
-        self.tally.add("prompt_tokens", sum(self.lengths[r] for r in batch))
-        self.tally.add("output_tokens", sum(output_tokens))
+        self.tally.add("made", dict.fromkeys(batch, 1))
+        self.tally.add("prompt_tokens", {r: self.lengths[r] for r in batch})
+        self.tally.add("output_tokens", dict(zip(batch, output_tokens)))
+        self.tally.add("seconds", dict.fromkeys(batch, seconds / len(batch)))
+        self.seconds += seconds
         self.progress.update(len(batch))
 
     def _finish(self, requests: list[Request]) -> None:
@@ -144,14 +147,20 @@ class _Missing:
 
 
 class _Tally:
-    """Adds to the counters of a kind: the store's and, inside a ``section``, that section's."""
+    """Adds to the counters of a kind: the store's and those of each call's section (``section_of``:
+    the counters of the section a call is counted in, or None)."""
 
-    def __init__(self, counters: list[dict[str, float]]) -> None:
-        self.counters = counters
+    def __init__(self, total: dict[str, float], section_of: Callable[[Request], dict[str, float] | None]) -> None:
+        self.total = total
+        self.section_of = section_of
 
-    def add(self, field: str, value: float) -> None:
-        for counter in self.counters:
-            counter[field] += value
+    def add(self, field: str, values: dict[Request, float]) -> None:
+        """Add each call's value to ``field``."""
+        for request, value in values.items():
+            self.total[field] += value
+            section = self.section_of(request)
+            if section is not None:
+                section[field] += value
 
 
 class _Backoff:
@@ -175,7 +184,8 @@ class GenerationStore:
     ``stats`` counts, since this instance was opened, the unique calls ``made`` (computed by the
     model) and ``served`` (found in the store, also while this job ran) per kind, with the tokens
     and seconds they took; ``sections`` counts the same for the calls made inside
-    ``with store.section(name):`` blocks (a judge job's methods). Use it as a context manager:
+    ``with store.section(name):`` blocks, or named per prompt (``generate``'s ``sections``): a
+    judge job's methods. Use it as a context manager:
     leaving the block seals the shard.
     """
 
@@ -219,12 +229,20 @@ class GenerationStore:
         finally:
             self._section = previous
 
-    def _tally(self, kind: str) -> _Tally:
+    def _tally(self, kind: str, sections: dict[Request, str] | None) -> _Tally:
+        """The counters of a call of ``kind``: each request is counted in the section ``sections``
+        names for it, or, without ``sections``, in the enclosing ``section`` block's, if any."""
         zero = dict.fromkeys(("made", "served", "prompt_tokens", "output_tokens", "seconds"), 0)
-        counters = [self.stats.setdefault(kind, dict(zero))]
-        if self._section is not None:
-            counters.append(self.sections.setdefault(self._section, {}).setdefault(kind, dict(zero)))
-        return _Tally(counters)
+
+        def counters(name: str) -> dict[str, float]:
+            return self.sections.setdefault(name, {}).setdefault(kind, dict(zero))
+
+        total = self.stats.setdefault(kind, dict(zero))
+        if sections is not None:
+            named = {name: counters(name) for name in dict.fromkeys(sections.values())}
+            return _Tally(total, lambda request: named[sections[request]])
+        enclosing = counters(self._section) if self._section is not None else None
+        return _Tally(total, lambda request: enclosing)
 
     def lookup(self, keys: Sequence[str]) -> dict[str, str]:
         """Stored values of those ``keys`` that this job's shard or any other shard holds, each
@@ -253,8 +271,13 @@ class GenerationStore:
         stop: Sequence[str],
         batch_size: int,
         desc: str = "",
+        sections: Sequence[str] | None = None,
     ) -> list[str]:
-        """Outputs for rendered ``prompts``, in input order: served from the store or computed."""
+        """Outputs for rendered ``prompts``, in input order: served from the store or computed.
+
+        ``sections`` (one name per prompt) counts each prompt's call in ``sections[name]``, so one
+        call can carry several methods' prompts, decoded together, and each method keep its counts
+        (a prompt given twice is counted in its first section)."""
         kind = _Kind(
             "generate",
             generation_params(generator, max_new_tokens, stop),
@@ -265,7 +288,11 @@ class GenerationStore:
             value_bytes=lambda request: 3 * int(max_new_tokens),  # ~3 bytes per output token
             batch_size=batch_size,
         )
-        return self._calls(kind, generator, [(p, "") for p in prompts], desc)
+        requests = [(p, "") for p in prompts]
+        if sections is not None and len(sections) != len(prompts):
+            raise ValueError(f"generate: {len(sections)} sections for {len(prompts)} prompts")
+        named = dict(reversed(list(zip(requests, sections)))) if sections is not None else None
+        return self._calls(kind, generator, requests, desc, named)
 
     def score(
         self, generator: Any, pairs: Sequence[tuple[str, str]], batch_size: int, desc: str = ""
@@ -302,15 +329,23 @@ class GenerationStore:
 
     # -- serving and computing -----------------------------------------------------------------------
 
-    def _calls(self, kind: _Kind, generator: Any, requests: list[Request], desc: str) -> list[Any]:
+    def _calls(
+        self,
+        kind: _Kind,
+        generator: Any,
+        requests: list[Request],
+        desc: str,
+        sections: dict[Request, str] | None = None,
+    ) -> list[Any]:
         """Serve or compute ``(prompt, target)`` requests of one kind, in input order.
 
         Unique missing requests are sorted by prompt length (longest first, so batches pad little and
         an out-of-memory error shows up in the first batch) and computed ``batch_size`` at a time;
         each batch is leased, computed and committed on its own, and before each one what other
-        writers stored meanwhile is served instead.
+        writers stored meanwhile is served instead. A call's seconds are its batch's, shared equally
+        by the batch's calls; the rest of the time (lookups, waits) is shared by all the calls.
         """
-        tally = self._tally(kind.name)
+        tally = self._tally(kind.name, sections)
         started = time.perf_counter()
         unique = list(dict.fromkeys(requests))
         keys = {
@@ -318,15 +353,19 @@ class GenerationStore:
         }
         stored = self.lookup(list(keys.values()))
         values = {r: kind.decode(stored[k]) for r, k in keys.items() if k in stored}
-        tally.add("served", len(values))
+        tally.add("served", dict.fromkeys(values, 1))
         missing = [r for r in unique if r not in values]
+        computing = 0.0
         if missing:
             self._check_space(kind, missing)
             lengths = dict(zip(missing, generator.count_tokens([r[0] for r in missing])))
             missing.sort(key=lambda r: -lengths[r])  # stable: ties keep input order
             with tqdm(total=len(missing), desc=desc or kind.name, unit="call", dynamic_ncols=True) as progress:
-                self._compute_missing(kind, generator, _Missing(kind, missing, keys, lengths, values, tally, progress))
-        tally.add("seconds", time.perf_counter() - started)
+                left = _Missing(kind, missing, keys, lengths, values, tally, progress)
+                self._compute_missing(kind, generator, left)
+                computing = left.seconds
+        rest = time.perf_counter() - started - computing
+        tally.add("seconds", dict.fromkeys(unique, rest / max(1, len(unique))))
         return [values[r] for r in requests]
 
     def _compute_missing(self, kind: _Kind, generator: Any, missing: _Missing) -> None:
@@ -346,8 +385,7 @@ class GenerationStore:
             batch = self._lease(batch, missing, wait)
             if batch:
                 wait.reset()
-                made, output_tokens = self._compute_batch(kind, generator, batch, missing)
-                missing.computed(batch, made, output_tokens)
+                missing.computed(batch, *self._compute_batch(kind, generator, batch, missing))
 
     def _lease(self, batch: list[Request], missing: _Missing, wait: _Backoff) -> list[Request]:
         """Lease ``batch`` and return what is left of it to compute: what other writers stored
@@ -373,9 +411,9 @@ class GenerationStore:
 
     def _compute_batch(
         self, kind: _Kind, generator: Any, batch: list[Request], missing: _Missing
-    ) -> tuple[list[Any], list[int]]:
+    ) -> tuple[list[Any], list[int], float]:
         """Compute a leased batch and store it, dropping the lease in the same transaction; return
-        the values and their output tokens."""
+        the values, their output tokens and the seconds the model took."""
         started = time.perf_counter()
         try:
             made = kind.compute(batch)
@@ -413,7 +451,7 @@ class GenerationStore:
         with sqlite_errors(self.path, f"storing {len(rows)} computed calls"), transaction(self._db):
             self._db.executemany(shard.INSERT, rows)
             self._leases.drop_in_transaction()
-        return made, n_out
+        return made, n_out, seconds
 
     def _check_space(self, kind: _Kind, missing: list[Request]) -> None:
         """Stop before computing when the store's file system cannot hold the rows to be written."""
