@@ -177,6 +177,80 @@ def test_vllm_backend_imports_without_vllm_and_says_what_is_missing(monkeypatch)
         )
 
 
+# Texts a tokenizer must treat alike however it was loaded: special tokens inside text, whitespace
+# runs, accents, scripts and emoji (byte fallback), digits and the judgments' bracketed ids.
+TOKENIZER_TEXTS = [
+    "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
+    "<bos>Lima is <start_of_turn>the capital<end_of_turn> of  Peru?\n\n\t  [1] > [2] > [3]",
+    "  leading and trailing spaces  ",
+    "Santiago de Chile, São Paulo, Zürich, Kraków, 日本の首都は東京です。 Ελλάδα, Україна 🙂🚀",
+    "<start_of_",
+    "end_of_turn>",
+    "\n",
+    "",
+    "0123456789 3.14159 1,000,000 +56 .cl",
+    "My selection:[[1],[2],[3]]. Utility judgment: Yes.",
+]
+
+
+def assert_same_tokenizer(got, expected, texts=TOKENIZER_TEXTS) -> None:
+    """``got`` encodes (ids and character offsets, with and without special tokens) and decodes
+    (skipping special tokens or not) every text as ``expected`` does, with the same special tokens,
+    vocabulary and padding side."""
+    for text in texts:
+        for special in (True, False):
+            a = got(text, add_special_tokens=special, return_offsets_mapping=True)
+            b = expected(text, add_special_tokens=special, return_offsets_mapping=True)
+            assert (a["input_ids"], a["offset_mapping"]) == (b["input_ids"], b["offset_mapping"]), text
+        ids = expected(text)["input_ids"]
+        for skip in (True, False):
+            assert got.decode(ids, skip_special_tokens=skip) == expected.decode(ids, skip_special_tokens=skip)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "padding_side", "chat_template"):
+        assert getattr(got, name) == getattr(expected, name), name
+    assert got.all_special_tokens == expected.all_special_tokens and got.get_vocab() == expected.get_vocab()
+    assert {i: t.content for i, t in got.added_tokens_decoder.items()} == {
+        i: t.content for i, t in expected.added_tokens_decoder.items()
+    }
+
+
+def test_a_materialized_tokenizer_loads_in_one_parse_and_tokenizes_as_its_own_class(tmp_path):
+    """A model-specific tokenizer class (Gemma's: it rebuilds its BPE from Python lists, and pads on
+    the left) saved and rewritten by ``write_tokenizer_for_one_parse`` loads as the generic class and
+    tokenizes as the model's own class loaded from the folder as saved."""
+    import shutil
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, GemmaTokenizer, TokenizersBackend
+
+    from llm_utility.generation.models import write_tokenizer_for_one_parse
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    bpe.normalizer = normalizers.Replace(" ", "\u2581")
+    bpe.pre_tokenizer = pre_tokenizers.Split(pattern="\u2581", behavior="merged_with_next")
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", *(f"<0x{i:02X}>" for i in range(256))]
+    bpe.train_from_iterator(TOKENIZER_TEXTS[:4], trainers.BpeTrainer(vocab_size=340, special_tokens=specials))
+    trained = json.loads(bpe.to_str())["model"]
+    assert trained["merges"]
+    tokenizer = GemmaTokenizer(
+        vocab=trained["vocab"],
+        merges=[tuple(m) for m in trained["merges"]],
+        additional_special_tokens=["<start_of_turn>", "<end_of_turn>"],
+    )
+    tokenizer.save_pretrained(tmp_path / "saved")
+    shutil.copytree(tmp_path / "saved", tmp_path / "rewritten")
+    write_tokenizer_for_one_parse(tokenizer, tmp_path / "rewritten")
+    config = json.loads((tmp_path / "rewritten" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "TokenizersBackend" and config["added_tokens_decoder"] == {}
+    assert all(
+        isinstance(m, str)
+        for m in json.loads((tmp_path / "rewritten" / "tokenizer.json").read_text())["model"]["merges"]
+    )
+    expected = AutoTokenizer.from_pretrained(tmp_path / "saved")
+    got = AutoTokenizer.from_pretrained(tmp_path / "rewritten")
+    assert type(expected) is GemmaTokenizer and type(got) is TokenizersBackend
+    assert_same_tokenizer(got, expected)
+
+
 def test_failed_materialize_leaves_nothing_behind(tmp_path):
     spec = {
         "backend": "transformers",
@@ -270,6 +344,33 @@ def test_materialize_writes_safetensors_and_a_manifest(smollm2_manifest):
     seconds = time.perf_counter() - started
     assert gen.load_path == str(out) and gen.fingerprint == smollm2_manifest["fingerprint"]
     print(f"\nload smollm2-135m from safetensors: {seconds:.2f} s")
+
+
+@pytest.mark.slow
+def test_the_materialized_gemma_tokenizer_is_the_ggufs_own(gemma_manifest, tmp_path):
+    """Gemma 3's materialized folder (rewritten to load in one parse) tokenizes as the tokenizer
+    transformers reads from the GGUF itself, on the test texts and on the demo's own prompt wordings."""
+    import yaml
+    from transformers import AutoTokenizer, TokenizersBackend
+
+    from llm_utility.generation.models import _gguf_parsed_once, assemble_gguf
+
+    gguf = assemble_gguf(SPECS["gemma3-270m"]["weights"]["gguf_package"], tmp_path)
+    with _gguf_parsed_once():
+        expected = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    got = AutoTokenizer.from_pretrained(gemma_manifest["load_path"])
+    assert type(got) is TokenizersBackend and type(expected) is not TokenizersBackend
+
+    def strings(node):
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict | list):
+            for child in node.values() if isinstance(node, dict) else node:
+                yield from strings(child)
+
+    wordings = list(strings(yaml.safe_load((REPO / "config" / "prompts.yaml").read_text())))
+    assert len(wordings) > 20
+    assert_same_tokenizer(got, expected, TOKENIZER_TEXTS + wordings + QUESTIONS)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..io import write_text
 from ..weights import (
     content_fingerprint,
     fetch_hub_model,
@@ -40,7 +41,11 @@ from .specs import BACKENDS, normalize_spec
 
 MANIFEST = "manifest.json"
 # Bump when the materialized layout or the fingerprint recipe changes: old manifests are then rebuilt.
-MANIFEST_VERSION = 1
+# 2: the tokenizer files load in one parse (``write_tokenizer_for_one_parse``).
+MANIFEST_VERSION = 2
+# What a model's own tokenizer class keeps as class attributes (Gemma's pads on the left): the
+# generic class that loads a materialized folder reads them from tokenizer_config.json instead.
+TOKENIZER_CLASS_SETTINGS = ("padding_side", "truncation_side", "model_input_names")
 
 FINGERPRINT_CACHE = ".sha256-cache.json"  # beside the models' folders (resources/models/)
 
@@ -147,7 +152,40 @@ def _dequantize_gguf_with_transformers(gguf: Path, out_dir: Path) -> dict[str, A
         model.hf_quantizer.remove_quantization_config(model)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
+    write_tokenizer_for_one_parse(tokenizer, out_dir)
     return {"has_chat_template": bool(getattr(tokenizer, "chat_template", None))}
+
+
+def write_tokenizer_for_one_parse(tokenizer: Any, out_dir: str | os.PathLike) -> None:
+    """Rewrite the tokenizer files ``tokenizer.save_pretrained(out_dir)`` wrote, so that loading
+    them is one parse of tokenizer.json by the tokenizers library: every model job loads them.
+
+    As saved, Gemma 3's folder named ``GemmaTokenizer``: transformers then read its 33 MB
+    tokenizer.json twice with Python's json (for its added tokens, then for the vocabulary and
+    merges that class rebuilds its tokenizer from) before building it once more: 2.6 s a load, 0.7 s
+    after this. tokenizer.json was written from this very tokenizer, so the generic
+    ``TokenizersBackend`` loads the same pipeline from it; the settings the model's class kept in
+    Python go into tokenizer_config.json, and an empty ``added_tokens_decoder`` there (tokenizer.json
+    lists every added token, with its flags) stops the Python read of tokenizer.json. Merges are
+    written as "a b" strings, which tokenizers parses faster than pairs, when no piece holds a space.
+    """
+    from transformers import TokenizersBackend
+
+    if not isinstance(tokenizer, TokenizersBackend):  # a Python (slow) tokenizer: no tokenizer.json
+        return
+    out_dir = Path(out_dir)
+    config_path = out_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "TokenizersBackend"
+    config.update({name: getattr(tokenizer, name) for name in TOKENIZER_CLASS_SETTINGS})
+    config["added_tokens_decoder"] = {}
+    write_json(config, config_path)
+    path = out_dir / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    merges = data.get("model", {}).get("merges")
+    if merges and all(isinstance(m, list) and len(m) == 2 and " " not in m[0] + m[1] for m in merges):
+        data["model"]["merges"] = [f"{a} {b}" for a, b in merges]
+        write_text(json.dumps(data, ensure_ascii=False), path)
 
 
 def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any] | None:
