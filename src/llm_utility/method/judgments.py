@@ -249,8 +249,9 @@ def generate_together(task: JudgeTask, methods: Sequence[Generations]) -> list[p
     """Each method's table, in order; the calls of all methods with the same output limit are made
     in one store call, so their rows decode together: a decoding step reads every weight once,
     however many rows it carries (the demo's three listwise methods: 3 rows a step each, 9 together).
-    The store keys every call without its batch and the backends' outputs do not depend on it, so
-    each method gets what it would get alone; its counts stay its own (the store's ``sections``)."""
+    The store keys every call without its batch, as the CPU engine computes it (a row decodes the
+    same alone and in any batch), so each method gets what it would get alone; its counts stay its
+    own (the store's ``sections``)."""
     gen = task.generator
     tables: list[pl.DataFrame | None] = [None] * len(methods)
     by_limit: dict[int, list[int]] = {}
