@@ -315,8 +315,10 @@ class HFGenerator(Generator):
         handles = [m.register_forward_hook(mass) for m in layers]
         try:
             # With device_map="auto" the layers sit on several devices: the ids go to the embedding's.
+            # One position's logits: the masses are read in the layers, and every position's logits
+            # would be Gemma 3's 262k-row output layer times the whole prompt (~0.5 s a call).
             device = model.get_input_embeddings().weight.device
-            model(input_ids=torch.tensor([ids]).to(device), use_cache=False)
+            model(input_ids=torch.tensor([ids]).to(device), use_cache=False, logits_to_keep=1)
         finally:
             for h in handles:
                 h.remove()
