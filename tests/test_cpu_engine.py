@@ -393,8 +393,9 @@ def test_int8_layers_and_the_output_layer_are_wrapped_in_step_rows(tmp_path):
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear | Int8RowLinear | VocabularySlices)]
     wrapped = [m.linear for m in model.modules() if isinstance(m, cpu_arithmetic.StepRows)]
     assert len(linears) == len(wrapped) > 10 and all(any(w is m for w in wrapped) for m in linears)
-    assert isinstance(model.get_output_embeddings(), cpu_arithmetic.StepRows)
-    assert isinstance(model.get_output_embeddings().linear, VocabularySlices)  # float32, in slices
+    head = model.get_output_embeddings()
+    assert isinstance(head, cpu_arithmetic.ShortlistHead)  # greedy steps from an int8 shortlist
+    assert isinstance(head.layer, cpu_arithmetic.StepRows) and isinstance(head.layer.linear, VocabularySlices)
     assert sum(isinstance(m, Int8RowLinear) for m in linears) == len(linears) - 1  # all but the output layer
 
 
@@ -453,3 +454,94 @@ def test_int8_scores_are_a_direct_unbatched_call_of_the_same_int8_model(tiny_int
     for (prompt, target), scores in zip(pairs, got):
         ids, tid = gen.encode(prompt) if prompt else [], gen.tokenizer(target, add_special_tokens=False)["input_ids"]
         assert scores == pytest.approx(direct_target_logprobs(gen.model, ids, tid), abs=1e-4)
+
+
+# --- the int8 shortlist of greedy steps ---------------------------------------------------------------
+
+
+def _shortlist_head(weight: torch.Tensor) -> cpu_arithmetic.ShortlistHead:
+    linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    linear.weight.data = weight
+    return cpu_arithmetic.ShortlistHead(cpu_arithmetic.StepRows(VocabularySlices(linear, slice_bytes=1 << 16)))
+
+
+def _hard_rows(d: int, n: int) -> torch.Tensor:
+    """Hidden states as small LLMs make them (a few channels tens of times the rest), and harder:
+    one huge channel, a tiny row, a row of one sign."""
+    torch.manual_seed(1)
+    rows = torch.randn(n, d) * 2
+    rows[:, 3] *= 25
+    rows[1, 7] = 3e4
+    rows[2] *= 1e-6
+    rows[3] = rows[3].abs()
+    return rows
+
+
+@int8_only
+def test_a_shortlist_heads_bound_holds_for_every_logit():
+    """Every logit computed in float64 lies within the bound the int8 product gives it (the bound
+    is what makes the shortlist exact), on rows built to stress it and on weights with outlier
+    tokens. Halving the per-token weight error it adds fails this test."""
+    torch.manual_seed(0)
+    weight = torch.randn(3000, 96) * 0.05
+    weight[:40] *= 20  # tokens with large embeddings
+    head = _shortlist_head(weight)
+    # Rows along the int8 rounding error of a few tokens (int8 per output channel, written out),
+    # where the bound's Cauchy-Schwarz step is nearly an equality.
+    scales = weight.abs().amax(dim=1, keepdim=True) / 127
+    error = weight - torch.round(weight / scales) * scales
+    aligned = torch.cat([error[[5, 77]], -error[[2999]]]) * torch.tensor([[300.0], [-3000.0], [10.0]])
+    x = torch.cat([_hard_rows(96, 24), aligned])
+    low, high, c = head.bounds(x)
+    exact = x.double() @ weight.double().t()
+    assert (exact >= low.double() - c[:, None]).all() and (exact <= high.double() + c[:, None]).all()
+    middle, width = (high.double() + low.double()) / 2, (high.double() - low.double()) / 2 + c[:, None]
+    assert float(((exact - middle).abs() / width).max()) > 0.6  # the bound is nearly reached
+
+
+@int8_only
+def test_a_shortlist_heads_greedy_token_is_the_float64_argmax_alone_and_in_any_batch():
+    """Inside ``argmax_only`` each row's logits are -inf but at the largest of the logits computed
+    in float64, ties to the first, near-ties (1e-9 apart, below float32's resolution) decided as
+    float64 decides them; a row's logits are bitwise the same alone and among others; outside, the
+    layer is the float32 one it wraps."""
+    torch.manual_seed(0)
+    d = 64
+    weight = torch.randn(2000, d) * 0.05
+    x = _hard_rows(d, 20)
+    exact = x.double() @ weight.double().t()
+    # Row 0's best token gets an exact twin further down, and a near-twin first in the vocabulary
+    # whose float64 logit is smaller by about float32's resolution (one unit in the last place of
+    # one weight, in its largest channel).
+    best, channel = int(exact[0].argmax()), int(x[0].abs().argmax())
+    assert 0 < best < 1500
+    weight[1500] = weight[best]
+    weight[0] = weight[best]
+    toward = -torch.inf if x[0, channel] > 0 else torch.inf
+    weight[0, channel] = torch.nextafter(weight[best, channel], torch.tensor(toward))
+    head = _shortlist_head(weight)
+    exact = x.double() @ weight.double().t()
+    assert float(exact[0, best] - exact[0, 0]) < 1e-5 * float(exact[0, best].abs())
+    head.argmax_only = True
+    together = head(x[:, None, :])[:, 0]
+    alone = torch.cat([head(x[i : i + 1, None, :])[:, 0] for i in range(len(x))])
+    head.argmax_only = False
+    assert torch.equal(together, alone)
+    assert torch.equal(together.max(-1).indices, exact.argmax(-1))
+    assert int(together[0].argmax()) == best and float(exact[0, 0]) < float(exact[0, best])
+    assert (torch.isfinite(together).sum(-1) == 1).all()
+    assert not head.argmax_only and torch.equal(head(x[:, None, :]), head.layer(x[:, None, :]))
+
+
+@pytest.mark.slow  # loads a model
+@int8_only
+def test_int8_greedy_steps_decode_what_transformers_decodes_from_the_whole_output_layer(tiny_int8):
+    """The engine's int8 greedy steps take each token from the int8 shortlist (``ShortlistHead``);
+    transformers' own ``generate`` on the same model reads the whole float32 output layer. They
+    decode the same tokens, and the engine leaves the shortlist off for everything else."""
+    gen = tiny_int8
+    head = gen.model.get_output_embeddings()
+    assert isinstance(head, cpu_arithmetic.ShortlistHead)
+    ours = gen.generate(PROMPTS, max_new_tokens=12)
+    assert head._packed is not None and not head.argmax_only  # it was used, and is off again
+    assert len(set(ours)) > 3 and ours == [direct_greedy(gen, p, 12, []) for p in PROMPTS]

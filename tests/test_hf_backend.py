@@ -148,9 +148,9 @@ def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monke
         gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": "auto"})
         assert gen.dtype == expected
         if expected == "int8":
-            head = gen.model.get_output_embeddings().linear
+            head = gen.model.get_output_embeddings()
             assert not any(isinstance(m, torch.nn.Linear) for m in gen.model.modules())  # all int8, or
-            assert isinstance(head, cpu_arithmetic.VocabularySlices) and head.weight.dtype == torch.float32  # the head
+            assert isinstance(head, cpu_arithmetic.ShortlistHead) and head.weight.dtype == torch.float32  # the head
         else:
             assert gen.model.dtype == getattr(torch, expected)
         assert len(gen.generate(["Lima is"], max_new_tokens=3)) == 1

@@ -19,8 +19,12 @@ row's output is bitwise the same alone or in any batch.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,8 +32,10 @@ from torch import nn
 
 # The arithmetics a transformers model runs in, by their names in llms.<name>.dtype.
 DTYPES = ("float32", "bfloat16", "float16", "int8")
-# Bump when Int8RowLinear's numerics change: it is part of the store key of every int8 call.
-INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-v2"
+log = logging.getLogger(__name__)
+
+# Bump when Int8RowLinear's or ShortlistHead's numerics change: it is part of the store key of every int8 call.
+INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-int8-shortlist-float64-argmax-v3"
 
 
 def cpu_flags() -> dict[str, bool]:
@@ -214,10 +220,8 @@ def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None,
     place, each with its ``k`` outlier channels found on ``calibration_ids`` (None: no outlier
     channels); returns how many.
 
-    The embeddings and the output layer stay float32. Packing the output layer for fbgemm costs
-    more than it saves in the demo: 8 s for Gemma 3's 262k x 640 matrix in every model job, against
-    about 3 ms per decoded or scored token (docs/performance.md#the-cpu-engine); and its logits
-    are what greedy decoding and every score read."""
+    The embeddings and the output layer stay float32: the output layer's logits are what every
+    score reads, and greedy decoding takes their exact largest (``ShortlistHead``)."""
     head = model.get_output_embeddings()
     outliers = outlier_channels(model, calibration_ids, k) if calibration_ids and k else {}
     replaced = 0
@@ -395,3 +399,185 @@ def output_vocabulary(model: Any) -> int:
     head = model.get_output_embeddings()
     rows = getattr(head, "out_features", None)
     return int(rows) if rows is not None else int(head.weight.shape[0])
+
+
+# fbgemm's activation grid: codes 0..127 (7 bits, so that AVX2's 16-bit pair sums cannot
+# saturate) around zero point 64, a code per 1/64. A value k/64 with k an integer in [-64, 63] is a
+# code exactly, so the product of such values is known exactly.
+_GRID_SCALE, _GRID_ZERO, _GRID_STEPS = 2.0**-6, 64, 64
+_FLOAT32_UNIT = 2.0**-24  # float32's unit roundoff
+_FLOAT64_UNIT = 2.0**-53
+
+
+def _on_grid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row of ``x`` (float32) as ``m * k / 64`` plus a remainder: ``m`` a power of two per row
+    with every ``|x| / m < 63/64``, ``k`` integers in [-63, 63]. Returns (k / 64, m, remainder), all
+    exact: dividing by a power of two is exact, ``k * m / 64`` has a few bits, and the remainder
+    is a multiple of the unit of x's last place smaller than 2**24 of them."""
+    peak = x.abs().amax(dim=1, keepdim=True).double() * (_GRID_STEPS / (_GRID_STEPS - 1))
+    _, exponent = torch.frexp(peak)  # peak = f * 2**exponent, f in [0.5, 1): 2**exponent > peak
+    m = torch.where(peak > 0, torch.ldexp(torch.ones_like(peak), exponent), torch.ones_like(peak)).float()
+    codes = torch.round(x / m * _GRID_STEPS) / _GRID_STEPS
+    return codes, m, x - codes * m
+
+
+class ShortlistHead(nn.Module):
+    """A float32 output layer whose greedy steps find each row's largest logit from an int8 product
+    and a proven bound on its error, computing exactly only the tokens the bound cannot rule out.
+
+    Outside ``argmax_only`` it is the float32 layer it wraps (``StepRows`` over
+    ``VocabularySlices``): every score reads exact logits. Inside, a decoding step's logits are
+    ``-inf`` but at each row's largest logit, which is the largest of the logits computed in
+    float64 from the float32 weights and hidden state (the first on a tie, as ``argmax``):
+
+    1. the row x is split exactly into two rows on fbgemm's int8 grid and a small remainder
+       (``_on_grid`` twice), and one int8 product (int8 weights per output channel) gives
+       approximate logits z' whose integer sums are exact;
+    2. every logit is within beta of z', beta = ||x|| max||W_v - W^_v|| + ||remainder|| max||W^_v||
+       plus float32's rounding of z' and float64's of the exact logits (Cauchy-Schwarz, per row);
+    3. a token whose z' is below max z' - 2 beta is below the largest logit, so only the others
+       (a few to a few hundred of Gemma 3's 262k) are computed in float64, from the float32 weights.
+
+    Each step reads 2 bytes per weight of int8 rows instead of 4 of float32 ones, and the result
+    depends on the row alone: its int8 rows and bound are the row's, and its shortlist's logits a
+    product of that row. Gemma 3's output layer: 14 against 46 ms for one row, 53 against 151 for
+    16 (one thread, AVX-512; docs/performance.md, "The CPU engine"). The int8 weights are built on
+    the first greedy step (1-3 s for Gemma 3), so a job that only scores never pays for them.
+    """
+
+    def __init__(self, layer: StepRows) -> None:
+        super().__init__()
+        if not isinstance(layer.linear, VocabularySlices):
+            raise TypeError(f"ShortlistHead takes a float32 output layer in slices, not {layer!r}")
+        self.layer = layer
+        self.in_features, self.out_features = layer.in_features, layer.out_features
+        self.argmax_only = False
+        self._packed: Any = None
+        self._bound: dict[str, float] = {}
+
+    @property
+    def weight(self) -> torch.Tensor:  # what transformers reads of an output layer (tied weights, vocabulary)
+        return self.layer.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.argmax_only or x.dim() < 3 or x.shape[-2] != 1:
+            return self.layer(x)
+        return self.greedy_logits(x.reshape(-1, self.in_features)).reshape(*x.shape[:-1], self.out_features)
+
+    @torch.inference_mode()
+    def prepare(self) -> None:
+        """The int8 weights, packed for fbgemm, and the weight norms of the bound."""
+        if self._packed is not None:
+            return
+        started = time.perf_counter()
+        weight = self.layer.linear.weight.detach()
+        if self.layer.linear.bias is not None:
+            raise ValueError("ShortlistHead takes an output layer without a bias")
+        scales = (weight.abs().amax(dim=1) / 127).clamp_(min=torch.finfo(torch.float32).tiny)
+        inverse = 1 / scales
+        integers = torch.empty(weight.shape, dtype=torch.int8)
+        error = torch.empty(weight.shape[0])
+        for a in range(0, weight.shape[0], 1 << 13):  # in slices: no float copy of the whole matrix
+            b = min(a + (1 << 13), weight.shape[0])
+            rounded = torch.round(weight[a:b] * inverse[a:b, None]).clamp_(-127, 127)
+            integers[a:b] = rounded
+            error[a:b] = torch.linalg.vector_norm(rounded.mul_(scales[a:b, None]).sub_(weight[a:b]), dim=1)
+        zeros = torch.zeros(weight.shape[0], dtype=torch.int64)
+        with warnings.catch_warnings():  # torch 2.13's deprecation of quantized tensors: see Int8RowLinear
+            warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
+            qweight = torch._make_per_channel_quantized_tensor(integers, scales.double(), zeros, 0)
+            self._packed = torch.ops.quantized.linear_prepack(qweight, None)
+        # e_v >= ||W_v - W^_v||: float32's rounding of W^_v (at most u |W^_vi| an entry) and of the
+        # norm's sum (a relative (d + 2) u) added.
+        d = weight.shape[1]
+        error.add_(scales * (127 * d**0.5 * _FLOAT32_UNIT)).mul_(1 + (d + 4) * _FLOAT32_UNIT)
+        self._error = error
+        norm = float(weight.norm(dim=1).double().max()) * (1 + 1e-6)
+        self._bound = {
+            "int8_norm": norm + float(error.max()),  # max_v ||W^_v||, by the triangle inequality
+            "float_norm": norm,  # max_v ||W_v||
+            "int8_peak": 127 * float(scales.max()),  # max |W^_vi|
+        }
+        log.info("output layer in int8 for greedy steps in %.1f s", time.perf_counter() - started)
+
+    def bounds(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For rows ``x`` (rows, in_features): float32 (low, high) of (rows, vocabulary) and float64
+        c of (rows,) such that each logit computed in float64 lies in [low - c, high + c]."""
+        self.prepare()
+        rows, d = x.shape
+        x = x.float()
+        high, m_high, rest = _on_grid(x)
+        low, m_low, remainder = _on_grid(rest)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
+            out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+                torch.cat([high, low]), _GRID_SCALE, _GRID_ZERO, self._packed
+            )
+        approx = out[:rows].mul_(m_high).add_(out[rows:].mul_(m_low))  # z'
+        # |z_v - z'_v| <= ||x|| e_v + c: e_v >= ||W_v - W^_v|| per token, c for the remainder and roundings.
+        b = self._bound
+        norm = x.double().norm(dim=1) * (1 + 1e-6)
+        spread = torch.mul(self._error, norm.float()[:, None] * (1 + 4 * _FLOAT32_UNIT))  # >= ||x|| e_v
+        low_end = approx - spread
+        high_end = approx.add_(spread)
+        gamma = d * _FLOAT64_UNIT / (1 - d * _FLOAT64_UNIT)
+        grid_mass = (high * m_high).abs().sum(1).double() + (low * m_low).abs().sum(1).double()
+        c = (
+            remainder.double().norm(dim=1) * b["int8_norm"]  # the remainder's product, left out
+            + 2 * gamma * norm * b["float_norm"]  # float64's rounding of the exact logits
+            + 4 * _FLOAT32_UNIT * grid_mass * b["int8_peak"]  # float32's of z'
+            + 4
+            * _FLOAT32_UNIT
+            * (high_end.abs().amax(dim=1).double() + low_end.abs().amax(dim=1).double())  # z' -+ spread
+        ) * (1 + 1e-6)
+        return low_end, high_end, c
+
+    def greedy_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, vocabulary) logits, -inf but at each row's largest (see the class)."""
+        low_end, high_end, c = self.bounds(x)
+        rows = x.shape[0]
+        x64 = x.double()
+        threshold = low_end.amax(dim=1).double() - 2 * c
+        below = threshold.float()  # rounded down, so that no token the bound keeps is dropped
+        below = torch.where(below.double() > threshold, torch.nextafter(below, torch.tensor(-torch.inf)), below)
+        kept = (high_end >= below[:, None]).nonzero()
+        weight = self.layer.linear.weight.detach()
+        logits = high_end.fill_(-torch.inf)
+        for r, tokens in enumerate(kept[:, 1].split(torch.bincount(kept[:, 0], minlength=rows).tolist())):
+            # In parts, so that a flat row (a wide shortlist) never copies the whole matrix.
+            exact = torch.cat([weight[part].double() @ x64[r] for part in tokens.split(1 << 14)])
+            best = int(exact.argmax())  # the first on a tie: tokens are in order
+            logits[r, tokens[best]] = float(exact[best])
+        return logits
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 shortlist, float64 argmax"
+
+
+def shortlist_output_layer(model: nn.Module) -> bool:
+    """Wrap ``model``'s output layer, a float32 one in ``StepRows`` over ``VocabularySlices``
+    (``fix_step_rows``), in ``ShortlistHead``, in place; returns whether it was."""
+    head = model.get_output_embeddings()
+    if not (isinstance(head, StepRows) and isinstance(head.linear, VocabularySlices)) or head.linear.bias is not None:
+        return False
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if child is head:
+                setattr(module, name, ShortlistHead(head))
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def argmax_only(model: nn.Module) -> Iterator[None]:
+    """Within, ``model``'s decoding steps may return logits that are right about each row's largest
+    only (``ShortlistHead``): for greedy decoding, never for scores."""
+    head = model.get_output_embeddings()
+    if not isinstance(head, ShortlistHead):
+        yield
+        return
+    head.argmax_only = True
+    try:
+        yield
+    finally:
+        head.argmax_only = False

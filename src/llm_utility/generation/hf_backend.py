@@ -27,6 +27,7 @@ from .cpu_arithmetic import (
     pack_bfloat16_linears,
     quantize_linears,
     resolve_dtype,
+    shortlist_output_layer,
     torch_dtype,
 )
 from .generator import Generator, cut_answer, length_batches
@@ -110,6 +111,8 @@ class HFGenerator(Generator):
             pack_bfloat16_linears(model)
         if not self._cuda:
             fix_step_rows(model)
+            if self.dtype == "int8":
+                shortlist_output_layer(model)
             model.set_attn_implementation(ROWWISE_ATTENTION)
         log.info(
             "%s: weights loaded in %.1f s%s",

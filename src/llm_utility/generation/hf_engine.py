@@ -37,6 +37,8 @@ from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from .cpu_arithmetic import argmax_only
+
 # Keys and values of earlier prompts kept for their prefixes, per job (bytes).
 PREFIX_CACHE_BYTES = 1 << 30
 # The most memory the keys and values of one decoding batch may take (rows x padded length).
@@ -289,6 +291,22 @@ def greedy_generate(
     outputs: list[list[int]] = [[] for _ in prompts]
     if not prompts:
         return outputs
+    with argmax_only(model):  # only each row's largest logit is read
+        _greedy_generate(model, prompts, max_new_tokens, eos, finished, cache, workspace, max_bytes, outputs)
+    return outputs
+
+
+def _greedy_generate(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    eos: set[int],
+    finished: Callable[[list[int]], bool],
+    cache: PrefixCache,
+    workspace: Workspace,
+    max_bytes: int,
+    outputs: list[list[int]],
+) -> None:
     # The first prompt's keys and values tell this model's bytes per token.
     kv, logits = prefill(model, prompts[0], cache)
     first = {0: (kv, int(greedy_tokens(logits[-1])))}
@@ -303,7 +321,6 @@ def greedy_generate(
                 token = int(greedy_tokens(logits[-1]))
             rows.append(_Prefilled(r, len(prompts[r]), kv, token))
         _decode(model, rows, max_new_tokens, eos, finished, outputs, workspace)
-    return outputs
 
 
 def _decode(
