@@ -15,6 +15,7 @@ What must hold, and why:
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -465,6 +466,14 @@ def _shortlist_head(weight: torch.Tensor) -> cpu_arithmetic.ShortlistHead:
     return cpu_arithmetic.ShortlistHead(cpu_arithmetic.StepRows(VocabularySlices(linear, slice_bytes=1 << 16)))
 
 
+def _correctly_rounded_logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Each float32 logit's exact value rounded once to float64, whatever a GEMM's order: a product
+    of two float32 numbers is exact in float64, and ``math.fsum`` rounds their sum once. Twin
+    tokens get the same logit, so ``argmax`` breaks their tie to the first."""
+    products = (x.double()[:, None, :] * weight.double()[None]).tolist()
+    return torch.tensor([[math.fsum(token) for token in row] for row in products], dtype=torch.float64)
+
+
 def _hard_rows(d: int, n: int) -> torch.Tensor:
     """Hidden states as small LLMs make them (a few channels tens of times the rest), and harder:
     one huge channel, a tiny row, a row of one sign."""
@@ -520,7 +529,7 @@ def test_a_shortlist_heads_greedy_token_is_the_float64_argmax_alone_and_in_any_b
     toward = -torch.inf if x[0, channel] > 0 else torch.inf
     weight[0, channel] = torch.nextafter(weight[best, channel], torch.tensor(toward))
     head = _shortlist_head(weight)
-    exact = x.double() @ weight.double().t()
+    exact = _correctly_rounded_logits(x, weight)
     assert float(exact[0, best] - exact[0, 0]) < 1e-5 * float(exact[0, best].abs())
     head.argmax_only = True
     together = head(x[:, None, :])[:, 0]

@@ -35,7 +35,7 @@ DTYPES = ("float32", "bfloat16", "float16", "int8")
 log = logging.getLogger(__name__)
 
 # Bump when Int8RowLinear's or ShortlistHead's numerics change: it is part of the store key of every int8 call.
-INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-int8-shortlist-float64-argmax-v3"
+INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-int8-shortlist-float64-argmax-v4"
 
 
 def cpu_flags() -> dict[str, bool]:
@@ -544,8 +544,11 @@ class ShortlistHead(nn.Module):
         weight = self.layer.linear.weight.detach()
         logits = high_end.fill_(-torch.inf)
         for r, tokens in enumerate(kept[:, 1].split(torch.bincount(kept[:, 0], minlength=rows).tolist())):
-            # In parts, so that a flat row (a wide shortlist) never copies the whole matrix.
-            exact = torch.cat([weight[part].double() @ x64[r] for part in tokens.split(1 << 14)])
+            # Products then a sum per token, not a matrix-vector product: BLAS kernels may round a
+            # token's dot product by its position in the shortlist (twin tokens then differ in the
+            # last bit on AMD's Zen 4), a reduction per token rounds each the same way. In parts, so
+            # that a flat row (a wide shortlist) never copies the whole matrix.
+            exact = torch.cat([(weight[part].double() * x64[r]).sum(dim=1) for part in tokens.split(1 << 14)])
             best = int(exact.argmax())  # the first on a tie: tokens are in order
             logits[r, tokens[best]] = float(exact[best])
         return logits
