@@ -5,9 +5,10 @@ For this CPU (its flags are printed first) and one thread:
     in float32, bfloat16 and int8 (``cpu_arithmetic.Int8RowLinear``: fbgemm, rows quantized one
     by one), in GFLOP/s;
   - for both demo models in each arithmetic, through the project's own engine (``hf_engine``):
-    prefill tokens a second (8 prompts of ~230 tokens, each alone, no prefix reused), the share of
-    that arithmetic's GEMM peak the prefill reaches (2 x non-embedding parameters FLOPs a token),
-    and decode tokens a second (those 8 rows decoding 16 tokens together);
+    prefill tokens a second (8 prompts of ~230 tokens, each alone, no prefix reused, the last
+    position's greedy token read as a generation reads it), the share of that arithmetic's GEMM
+    peak the prefill reaches (2 x non-embedding parameters FLOPs a token), and decode tokens a
+    second (those 8 rows decoding 16 tokens together, less their first token);
   - which arithmetic ``dtype: auto`` picks here (``cpu_arithmetic.resolve_dtype``).
 
     .venv/bin/python benchmarks/cpu_engine.py [--models smollm2-135m gemma3-270m]
@@ -111,11 +112,14 @@ def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int
     ids = [gen.encode(t) for t in texts]
     model = gen.model
     with torch.inference_mode():
-        hf_engine.prefill(model, ids[0], hf_engine.PrefixCache())  # warm-up
-        started = time.perf_counter()
-        for x in ids:
-            hf_engine.prefill(model, x, hf_engine.PrefixCache())  # a fresh cache: nothing reused
-        prefill_s = time.perf_counter() - started
+        # As a generation's prefill runs: only the last position's largest logit is read (in int8,
+        # from the output layer's shortlist; cpu_arithmetic.ShortlistHead, built at the warm-up).
+        with cpu_arithmetic.argmax_only(model):
+            hf_engine.prefill(model, ids[0], hf_engine.PrefixCache())  # warm-up
+            started = time.perf_counter()
+            for x in ids:
+                hf_engine.prefill(model, x, hf_engine.PrefixCache())  # a fresh cache: nothing reused
+            prefill_s = time.perf_counter() - started
 
         def generate(new: int) -> tuple[list[list[int]], float]:
             started = time.perf_counter()
