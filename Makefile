@@ -67,7 +67,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
-test: $(STAMP) .venv-flag/.installed .venv-vllm/.installed
+# The three virtualenvs install side by side: pip spends much of an install waiting on the disk,
+# so on 2 cores the three take ~2.7 minutes together against ~5 one after the other (measured:
+# docs/performance.md, "The tests"); --output-sync keeps each one's log in one piece.
+TEST_VENVS := $(STAMP) .venv-flag/.installed .venv-vllm/.installed
+
+test:
+	$(MAKE) --jobs=3 --output-sync=target $(TEST_VENVS)
 	$(BIN)/python -m pytest -m "not benchmarks" --durations=15
 
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
