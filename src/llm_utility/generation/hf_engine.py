@@ -292,35 +292,21 @@ def greedy_generate(
     if not prompts:
         return outputs
     with argmax_only(model):  # only each row's largest logit is read
-        _greedy_generate(model, prompts, max_new_tokens, eos, finished, cache, workspace, max_bytes, outputs)
+        # The first prompt's keys and values tell this model's bytes per token.
+        kv, logits = prefill(model, prompts[0], cache)
+        first = {0: (kv, int(greedy_tokens(logits[-1])))}
+        token_bytes = kv_bytes(kv) // max(1, len(prompts[0]))
+        for group in decode_groups([len(p) + max_new_tokens for p in prompts], token_bytes, max_bytes):
+            rows = []
+            for r in group:
+                if r in first:
+                    kv, token = first.pop(r)
+                else:
+                    kv, logits = prefill(model, prompts[r], cache)
+                    token = int(greedy_tokens(logits[-1]))
+                rows.append(_Prefilled(r, len(prompts[r]), kv, token))
+            _decode(model, rows, max_new_tokens, eos, finished, outputs, workspace)
     return outputs
-
-
-def _greedy_generate(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    eos: set[int],
-    finished: Callable[[list[int]], bool],
-    cache: PrefixCache,
-    workspace: Workspace,
-    max_bytes: int,
-    outputs: list[list[int]],
-) -> None:
-    # The first prompt's keys and values tell this model's bytes per token.
-    kv, logits = prefill(model, prompts[0], cache)
-    first = {0: (kv, int(greedy_tokens(logits[-1])))}
-    token_bytes = kv_bytes(kv) // max(1, len(prompts[0]))
-    for group in decode_groups([len(p) + max_new_tokens for p in prompts], token_bytes, max_bytes):
-        rows = []
-        for r in group:
-            if r in first:
-                kv, token = first.pop(r)
-            else:
-                kv, logits = prefill(model, prompts[r], cache)
-                token = int(greedy_tokens(logits[-1]))
-            rows.append(_Prefilled(r, len(prompts[r]), kv, token))
-        _decode(model, rows, max_new_tokens, eos, finished, outputs, workspace)
 
 
 def _decode(
