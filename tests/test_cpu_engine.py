@@ -169,6 +169,68 @@ def test_an_int8_linear_is_within_its_quantization_error_of_float32():
     assert torch.allclose(got, linear(only), atol=1e-5)
 
 
+@int8_only
+def test_an_int8_linear_is_its_integer_product_written_out():
+    """The layer against its recipe computed here in int64: each row, outlier channels zeroed,
+    divided by its largest magnitude m, coded round(x / (2/127)) + 64; the weights per output channel
+    w = round(W / s) with s = max|W_v| / 127; the output m * (2/127) * s * sum (code - 64) w, plus
+    the outlier channels in float64."""
+    torch.manual_seed(4)
+    linear = torch.nn.Linear(96, 40)
+    x = torch.randn(7, 96) * torch.logspace(-2, 2, 7)[:, None]
+    x[:, 11] *= 50.0
+    x[2, 0], x[3, 1] = 1e3, -1e3  # a row whose peak is +m, one whose peak is -m: codes 128 and 0
+    outliers = torch.tensor([11, 60])
+    got = Int8RowLinear(linear, outliers)(x).double()
+
+    inliers = torch.ones(96, dtype=torch.bool)
+    inliers[outliers] = False
+    w = linear.weight.detach().double()
+    w_in = torch.where(inliers, w, 0.0)
+    scales = w_in.float().abs().amax(dim=1).double() / 127
+    w_int = torch.round(w_in.float().double() / scales[:, None]).clamp(-127, 127).to(torch.int64)
+    x_in = torch.where(inliers, x, 0.0)
+    m = x_in.abs().amax(dim=1, keepdim=True)
+    codes = (torch.round((x_in / m).double() / (2 / 127)) + 64).clamp(0, 255).to(torch.int64)
+    assert int(codes.max()) == 128 and int(codes.min()) == 0
+    sums = (codes - 64) @ w_int.t()  # exact
+    expected = sums.double() * (2 / 127) * scales[None, :] * m.double()
+    expected += x[:, outliers].double() @ w[:, outliers].t() + linear.bias.detach().double()
+    assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()))
+
+
+@pytest.mark.slow  # loads a model twice
+@int8_only
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_layers_reading_one_input_share_one_int8_product_bitwise(arch, tmp_path, monkeypatch):
+    """q, k and v (and gate and up) multiplied as one int8 product give bitwise each layer's own
+    output: logits of a prompt's every position, and the tokens the engine decodes."""
+    from transformers import AutoModelForCausalLM
+
+    path = write_tiny_model(tmp_path / arch, arch)
+    ids = list(range(3, 40))
+    groups = cpu_arithmetic.SHARED_INPUT_LAYERS
+
+    def run(shared):
+        monkeypatch.setattr(cpu_arithmetic, "SHARED_INPUT_LAYERS", groups if shared else ())
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        quantize_linears(model, ids[:20])
+        n_shared = sum(isinstance(m, cpu_arithmetic.SharedInputLinears) for m in model.modules())
+        cpu_arithmetic.fix_step_rows(model)
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([ids])).logits
+        tokens = hf_engine.greedy_generate(
+            model, [ids, ids[:9]], 6, set(), lambda t: False, hf_engine.PrefixCache(0), hf_engine.Workspace()
+        )
+        return n_shared, logits, tokens
+
+    n_alone, logits_alone, tokens_alone = run(False)
+    n_shared, logits_shared, tokens_shared = run(True)
+    assert n_alone == 0 and n_shared == 2 * AutoModelForCausalLM.from_pretrained(path).config.num_hidden_layers
+    assert torch.equal(logits_shared, logits_alone)
+    assert tokens_shared == tokens_alone
+
+
 @pytest.mark.slow  # loads a model
 @int8_only
 def test_outlier_channels_are_the_largest_inputs_of_each_layer(tiny_fp32):
@@ -393,7 +455,9 @@ def test_int8_layers_and_the_output_layer_are_wrapped_in_step_rows(tmp_path):
     model = gen.model
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear | Int8RowLinear | VocabularySlices)]
     wrapped = [m.linear for m in model.modules() if isinstance(m, cpu_arithmetic.StepRows)]
-    assert len(linears) == len(wrapped) > 10 and all(any(w is m for w in wrapped) for m in linears)
+    assert len(linears) == len(wrapped) > 5 and all(any(w is m for w in wrapped) for m in linears)
+    shared = [m for m in model.modules() if isinstance(m, cpu_arithmetic.SharedInputLinears)]
+    assert shared and all(any(w is s.linear.linear for w in wrapped) for s in shared)
     head = model.get_output_embeddings()
     assert isinstance(head, cpu_arithmetic.ShortlistHead)  # greedy steps from an int8 shortlist
     assert isinstance(head.layer, cpu_arithmetic.StepRows) and isinstance(head.layer.linear, VocabularySlices)

@@ -12,9 +12,8 @@ and the arithmetic is part of every generation-store key.
 ``Int8RowLinear`` is int8 that keeps a call's output independent of its batch. PyTorch's dynamic
 quantization takes one activation scale for the whole input tensor, so a row's result depends on
 which other rows (prompts, padding) share it. Here each row is scaled by its own largest magnitude
-first and two fixed anchor rows pin the tensor's range to [-1, 1], so the scale fbgemm picks is the
-same for every input: each row is quantized on its own, the integer products are exact, and every
-row's output is bitwise the same alone or in any batch.
+first and quantized on one fixed grid over [-1, 1], so each row is quantized on its own, the integer
+products are exact, and every row's output is bitwise the same alone or in any batch.
 """
 
 from __future__ import annotations
@@ -127,17 +126,20 @@ CALIBRATION_TEXT = (
 )
 
 
+# fbgemm's activation grid of Int8RowLinear: codes around zero point 64, one per 2/127, so that a
+# row scaled into [-1, 1] takes codes 0..128. A code times an int8 weight, two of them summed,
+# stays below AVX2's 16-bit pair sums' limit (2 x 128 x 127 < 32767).
+_ROW_GRID_SCALE, _ROW_GRID_ZERO = 2.0 / 127, 64
+
+
 class Int8RowLinear(nn.Module):
     """``nn.Linear`` in int8 (weights per output channel, activations per row, through fbgemm), with
     a few outlier input channels in float32.
 
-    Each input row x is divided by m, the largest magnitude among its non-outlier channels, and
-    clipped to [-1, 1]; two anchor rows (+1 and -1) are appended so the tensor's range is exactly
-    [-1, 1] whatever the input, and fbgemm's dynamic linear quantizes, multiplies in integers and
-    dequantizes; the result is multiplied back by m. The outlier channels' weights are zero in the
-    int8 matrix (so their clipped values add nothing there) and multiply the unscaled values in
-    float32. fbgemm reduces the activations to 7 bits on x86 (``reduce_range``), so that the AVX2
-    kernels' 16-bit pair sums cannot saturate.
+    Each input row x, its outlier channels zeroed, is divided by m, its largest magnitude, into
+    [-1, 1]; fbgemm quantizes it on one fixed grid (``_ROW_GRID_SCALE``), multiplies in integers
+    and dequantizes, and the result is multiplied back by m. The outlier channels' weights are zero
+    in the int8 matrix and multiply the unscaled values in float32.
     """
 
     def __init__(self, linear: nn.Linear, outliers: torch.Tensor | None = None) -> None:
@@ -163,20 +165,20 @@ class Int8RowLinear(nn.Module):
         self._packed = torch.ops.quantized.linear_prepack(qweight, None)
         bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).clone()
         self.register_buffer("bias", bias, persistent=False)
-        anchors = torch.zeros(2, self.in_features)
-        anchors[0, 0], anchors[1, 0] = 1.0, -1.0
-        self.register_buffer("_anchors", anchors, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         rows = x.reshape(-1, self.in_features).to(torch.float32)
         has_outliers = self._outliers.numel() > 0
-        magnitude = (rows.abs() * self._inliers if has_outliers else rows.abs()).amax(dim=1, keepdim=True)
-        magnitude = magnitude.clamp_(min=torch.finfo(torch.float32).tiny)
-        scaled = torch.cat([(rows / magnitude).clamp_(-1.0, 1.0), self._anchors])
-        out = torch.ops.quantized.linear_dynamic(scaled, self._packed, True)[: rows.shape[0]].mul_(magnitude)
+        inliers = rows * self._inliers if has_outliers else rows
+        magnitude = inliers.abs().amax(dim=1, keepdim=True).clamp_(min=torch.finfo(torch.float32).tiny)
+        # |x| <= m, so x / m is in [-1, 1], rounded or not: no clamp needed.
+        scaled = inliers.div_(magnitude) if has_outliers else inliers / magnitude
+        out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+            scaled, _ROW_GRID_SCALE, _ROW_GRID_ZERO, self._packed
+        ).mul_(magnitude)
         if has_outliers:
-            out.addmm_(rows[:, self._outliers], self._outlier_weight)
+            out.addmm_(rows.index_select(1, self._outliers), self._outlier_weight)
         if self.bias is not None:
             out.add_(self.bias)
         return out.reshape(*shape[:-1], self.out_features)
@@ -215,10 +217,89 @@ def outlier_channels(
     return {name: peak.topk(min(k, peak.numel())).indices.cpu() for name, peak in peaks.items()}
 
 
+# Layers of a transformers decoder layer that read the same input: multiplied as one int8 product.
+SHARED_INPUT_LAYERS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+class SharedInputLinears(nn.Module):
+    """Linear layers that read the same input (a layer's q, k and v projections; its gate and up
+    projections) as one ``Int8RowLinear`` over their weights' rows side by side, so the input is
+    scaled and quantized once and multiplied in one product.
+
+    Each layer's output is bitwise the one it has alone: the input's codes are the same (the
+    layers' outlier channels are, since they are found on this same input), the integer sums are
+    exact, and each output channel is dequantized with its own weight scale. transformers calls the
+    layers one after the other on the same tensor; the first computes the product, the others take
+    their columns of it (``SharedInputPart``).
+    """
+
+    def __init__(self, linear: Int8RowLinear, widths: list[int]) -> None:
+        super().__init__()
+        self.linear = linear  # fix_step_rows wraps it in StepRows, as any int8 layer
+        ends = torch.tensor(widths).cumsum(0).tolist()
+        self.columns = [(end - width, end) for width, end in zip(widths, ends, strict=True)]
+        self._memo: tuple[torch.Tensor, torch.Tensor, set[int]] | None = None
+
+    def output(self, x: torch.Tensor, part: int) -> torch.Tensor:
+        memo = self._memo
+        if memo is None or memo[0] is not x or part not in memo[2]:
+            memo = (x, self.linear(x), set(range(len(self.columns))))
+        x, out, left = memo
+        left.discard(part)
+        self._memo = memo if left else None  # dropped once every layer has its columns
+        start, end = self.columns[part]
+        return out[..., start:end].contiguous()
+
+
+class SharedInputPart(nn.Module):
+    """One layer of a ``SharedInputLinears``: its output columns of the shared product."""
+
+    def __init__(self, shared: SharedInputLinears, part: int) -> None:
+        super().__init__()
+        self._shared = (shared,)  # a tuple: not a submodule of its own, the parent holds it once
+        self.part = part
+        self.in_features = shared.linear.in_features
+        start, end = shared.columns[part]
+        self.out_features = end - start
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._shared[0].output(x, self.part)
+
+    def extra_repr(self) -> str:
+        start, end = self._shared[0].columns[self.part]
+        return f"in_features={self.in_features}, columns {start}:{end} of a shared int8 product"
+
+
+def _share_input(module: nn.Module, names: tuple[str, ...], outliers: dict[str, torch.Tensor], prefix: str) -> int:
+    """Replace ``module``'s layers ``names`` by one ``SharedInputLinears`` when they can be (plain
+    linear layers of one input width, the same outlier channels, all or none with a bias)."""
+    layers = [getattr(module, name, None) for name in names]
+    if not all(isinstance(layer, nn.Linear) for layer in layers):
+        return 0
+    found = [outliers.get(f"{prefix}{name}") for name in names]
+    same_outliers = all(f is None for f in found) or (
+        all(f is not None for f in found) and all(torch.equal(f.sort().values, found[0].sort().values) for f in found)
+    )
+    biases = [layer.bias is not None for layer in layers]
+    if len({layer.in_features for layer in layers}) != 1 or not same_outliers or len(set(biases)) != 1:
+        return 0
+    joined = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers), bias=biases[0])
+    with torch.no_grad():
+        joined.weight.copy_(torch.cat([layer.weight.detach().float() for layer in layers]))
+        if biases[0]:
+            joined.bias.copy_(torch.cat([layer.bias.detach().float() for layer in layers]))
+    shared = SharedInputLinears(Int8RowLinear(joined, found[0]), [layer.out_features for layer in layers])
+    setattr(module, "shared_" + "_".join(names), shared)
+    for part, name in enumerate(names):
+        setattr(module, name, SharedInputPart(shared, part))
+    return len(names)
+
+
 def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None, k: int = OUTLIER_CHANNELS) -> int:
     """Replace every ``nn.Linear`` of ``model`` but the output layer by ``Int8RowLinear``, in
     place, each with its ``k`` outlier channels found on ``calibration_ids`` (None: no outlier
-    channels); returns how many.
+    channels); returns how many. Layers that read the same input (``SHARED_INPUT_LAYERS``) become
+    one ``SharedInputLinears``.
 
     The embeddings and the output layer stay float32: the output layer's logits are what every
     score reads, and greedy decoding takes their exact largest (``ShortlistHead``)."""
@@ -226,10 +307,12 @@ def quantize_linears(model: nn.Module, calibration_ids: list[int] | None = None,
     outliers = outlier_channels(model, calibration_ids, k) if calibration_ids and k else {}
     replaced = 0
     for parent_name, module in list(model.named_modules()):
+        prefix = f"{parent_name}." if parent_name else ""
+        for names in SHARED_INPUT_LAYERS:
+            replaced += _share_input(module, names, outliers, prefix)
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear) and child is not head:
-                full = f"{parent_name}.{name}" if parent_name else name
-                setattr(module, name, Int8RowLinear(child, outliers.get(full)))
+                setattr(module, name, Int8RowLinear(child, outliers.get(prefix + name)))
                 replaced += 1
     return replaced
 

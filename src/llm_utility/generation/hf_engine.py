@@ -76,12 +76,14 @@ def _rowwise_sdpa(
     tensors. A prompt's tokens (several queries, one row) go to SDPA as they are."""
     if query.shape[2] != 1:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    batch, keys = query.shape[0], key.shape[2]
+    starts, ends = [0] * batch, [keys] * batch
+    if attention_mask is not None:  # (batch, 1, 1, keys), True where attended: one contiguous run
+        allowed = attention_mask[:, 0, 0].to(torch.int8)
+        starts = allowed.argmax(dim=1).tolist()  # the first True (argmax takes the first largest)
+        ends = (keys - allowed.flip(1).argmax(dim=1)).tolist()
     rows = []
-    for b in range(query.shape[0]):
-        start, end = 0, key.shape[2]
-        if attention_mask is not None:  # (batch, 1, 1, keys), True where attended: one contiguous run
-            allowed = attention_mask[b, 0, 0].nonzero()
-            start, end = int(allowed[0]), int(allowed[-1]) + 1
+    for b, start, end in zip(range(batch), starts, ends, strict=True):
         out, _ = sdpa_attention_forward(
             module, query[b : b + 1], key[b : b + 1, :, start:end], value[b : b + 1, :, start:end], None, **kwargs
         )
