@@ -380,6 +380,30 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
     assert torch.equal(layer(prompt), linear(prompt))
 
 
+@int8_only
+def test_an_int8_decoding_step_is_one_product_and_each_row_bitwise_its_own():
+    """An int8 layer's step is one integer product of every row (exact, each row quantized alone);
+    its float32 outlier channels still multiply in blocks of STEP_ROWS rows: a row is bitwise the
+    same alone, among fewer rows or among more, and the same as that layer in blocks of 16."""
+    torch.manual_seed(2)
+    linear = torch.nn.Linear(96, 200)
+    int8 = Int8RowLinear(linear, torch.tensor([4, 50, 77]))
+    layer = cpu_arithmetic.StepRows(int8)
+    rows = torch.randn(70, 1, 96) * torch.logspace(-2, 2, 70)[:, None, None]
+    rows[:, :, 50] *= 40.0
+    together = layer(rows)
+    blocks = torch.cat([int8(b) for b in torch.cat([rows[:, 0], rows.new_zeros(10, 96)]).split(16)])[:70]
+    assert torch.equal(together[:, 0], blocks)
+    for n in (1, 5, 16, 17, 50):
+        assert torch.equal(layer(rows[:n]), together[:n]), n
+    for i in (0, 3, 69):
+        assert torch.equal(layer(torch.cat([rows[i : i + 1], torch.randn(30, 1, 96) * 1e3]))[:1], together[i : i + 1])
+    calls = []
+    int8.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
+    layer(rows)
+    assert calls == [80]  # one product: 70 rows and the padding of the last outlier block
+
+
 def test_an_output_layer_in_slices_is_the_same_alone_and_in_any_step():
     """``VocabularySlices`` multiplies each slice of the vocabulary by every block of a step: a row's
     logits are bitwise the same alone and among 60 other rows, and within float rounding of the

@@ -166,7 +166,9 @@ class Int8RowLinear(nn.Module):
         bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).clone()
         self.register_buffer("bias", bias, persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, outlier_rows: int | None = None) -> torch.Tensor:
+        """``x``'s product; ``outlier_rows``: the float32 product of the outlier channels in blocks
+        of exactly that many rows (``StepRows``), the int8 one of every row at once."""
         shape = x.shape
         rows = x.reshape(-1, self.in_features).to(torch.float32)
         has_outliers = self._outliers.numel() > 0
@@ -178,7 +180,12 @@ class Int8RowLinear(nn.Module):
             scaled, _ROW_GRID_SCALE, _ROW_GRID_ZERO, self._packed
         ).mul_(magnitude)
         if has_outliers:
-            out.addmm_(rows.index_select(1, self._outliers), self._outlier_weight)
+            values = rows.index_select(1, self._outliers)
+            if outlier_rows is None:
+                out.addmm_(values, self._outlier_weight)
+            else:
+                for start in range(0, rows.shape[0], outlier_rows):
+                    out[start : start + outlier_rows].addmm_(values[start : start + outlier_rows], self._outlier_weight)
         if self.bias is not None:
             out.add_(self.bias)
         return out.reshape(*shape[:-1], self.out_features)
@@ -382,7 +389,9 @@ class StepRows(nn.Module):
     oneDNN's bfloat16 GEMM changes a row's output when 48 or more rows share the product (up to 0.25
     in Gemma 3's logits, measured on an AMX CPU), and float32 GEMMs (the output layer, int8's outlier
     channels) move by an ulp. With every step's product exactly ``STEP_ROWS`` rows the kernel is
-    always the same one, and each row's result is bitwise the same whatever shares its block. A
+    always the same one, and each row's result is bitwise the same whatever shares its block. An
+    int8 layer's integer product is exact and quantizes each row alone, so its step is one product
+    of every row (the weights read once) and only its float32 outlier channels go in blocks. A
     prompt's own tokens (a prefill: one row of several tokens) stay one product: the same prompt
     always makes the same product.
     """
@@ -404,11 +413,14 @@ class StepRows(nn.Module):
         padding = -n % self.rows
         if padding:
             rows = torch.cat([rows, rows.new_zeros(padding, self.in_features)])
-        blocks = list(rows.split(self.rows))
-        if isinstance(self.linear, VocabularySlices):
-            out = self.linear.blocks(blocks)
+        if isinstance(self.linear, Int8RowLinear):
+            # Its integer products are exact and each row is quantized alone: one product for the
+            # whole step reads the weights once, and only the float32 outlier channels need blocks.
+            out = self.linear(rows, outlier_rows=self.rows)
+        elif isinstance(self.linear, VocabularySlices):
+            out = self.linear.blocks(list(rows.split(self.rows)))
         else:
-            out = torch.cat([self.linear(block) for block in blocks])
+            out = torch.cat([self.linear(block) for block in rows.split(self.rows)])
         return out[:n].reshape(*x.shape[:-1], self.out_features)
 
 
