@@ -19,6 +19,7 @@ products are exact, and every row's output is bitwise the same alone or in any b
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import time
@@ -243,7 +244,7 @@ class SharedInputLinears(nn.Module):
     def __init__(self, linear: Int8RowLinear, widths: list[int]) -> None:
         super().__init__()
         self.linear = linear  # fix_step_rows wraps it in StepRows, as any int8 layer
-        ends = torch.tensor(widths).cumsum(0).tolist()
+        ends = list(itertools.accumulate(widths))
         self.columns = [(end - width, end) for width, end in zip(widths, ends, strict=True)]
         self._memo: tuple[torch.Tensor, torch.Tensor, set[int]] | None = None
 
@@ -251,7 +252,7 @@ class SharedInputLinears(nn.Module):
         memo = self._memo
         if memo is None or memo[0] is not x or part not in memo[2]:
             memo = (x, self.linear(x), set(range(len(self.columns))))
-        x, out, left = memo
+        _, out, left = memo
         left.discard(part)
         self._memo = memo if left else None  # dropped once every layer has its columns
         start, end = self.columns[part]
