@@ -291,7 +291,9 @@ def _share_input(module: nn.Module, names: tuple[str, ...], outliers: dict[str, 
     biases = [layer.bias is not None for layer in layers]
     if len({layer.in_features for layer in layers}) != 1 or not same_outliers or len(set(biases)) != 1:
         return 0
-    joined = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers), bias=biases[0])
+    # skip_init: the weights are copied in below, so no random initialization first (0.3 s a model).
+    width = sum(layer.out_features for layer in layers)
+    joined = nn.utils.skip_init(nn.Linear, layers[0].in_features, width, bias=biases[0])
     with torch.no_grad():
         joined.weight.copy_(torch.cat([layer.weight.detach().float() for layer in layers]))
         if biases[0]:
