@@ -106,6 +106,21 @@ def test_n_cities_bounds():
         wf.build_corpus(seed=SEED, n_cities=10**7)
 
 
+def test_n_countries_keeps_the_most_populous_countries_sections_unchanged(corpus):
+    small = wf.build_corpus(seed=SEED, n_cities=N_CITIES, n_countries=5)
+    countries = {p.split("-")[0] for p in small["pid"] if not p.startswith("city-")}
+    # The five most populous, written out: China and India first, then the United States,
+    # Indonesia and Brazil (countryinfo's figures, of about 2015).
+    assert countries == {"CHN", "IND", "USA", "IDN", "BRA"}
+    assert small.filter(pl.col("pid").str.starts_with("city-")).height == N_CITIES
+    # The same texts as in the whole corpus, in its order: a passage does not depend on the others.
+    assert small.join(corpus, on="pid", how="anti").is_empty()
+    assert small["pid"].to_list() == [p for p in corpus["pid"] if p in set(small["pid"])]
+    assert small.join(corpus, on="pid")["text"].to_list() == small["text"].to_list()
+    with pytest.raises(ValueError, match="n_countries"):
+        wf.build_corpus(seed=SEED, n_cities=0, n_countries=0)
+
+
 # --- queries -----------------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ def prepare_corpus(name: str, cfg: Mapping, seed: int) -> pl.DataFrame:
     """The worldfacts demo corpus (the file sources stream through ``jobs.prepare_corpus_job``)."""
     if cfg["source"] != "worldfacts":
         raise ValueError(f"corpora.{name}.source: '{cfg['source']}' is prepared by streaming, not in memory")
-    df = worldfacts.build_corpus(seed=seed, n_cities=cfg["n_cities"])
+    df = worldfacts.build_corpus(seed=seed, n_cities=cfg["n_cities"], n_countries=cfg.get("n_countries"))
     return conform(df, PASSAGES_SCHEMA, f"corpus {name}")
 
 

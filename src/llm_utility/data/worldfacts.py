@@ -704,18 +704,26 @@ class _Corpus:
         return " ".join(parts)
 
 
-def build_corpus(seed: int, n_cities: int) -> pl.DataFrame:
+def build_corpus(seed: int, n_cities: int, n_countries: int | None = None) -> pl.DataFrame:
     """Return the worldfacts passages (pid, title, text): six sections per country, one per city.
 
-    ``n_cities`` most populous GeoNames cities get a passage each. Country sections come first, in
-    ISO3 order, then cities by population. The seed only varies the wording.
+    ``n_cities`` most populous GeoNames cities get a passage each; ``n_countries`` most populous
+    countries get their sections (None: every country). Country sections come first, in ISO3
+    order, then cities by population. The seed only varies the wording, and a passage's text does
+    not depend on which others are kept.
     """
     world = load_world()
     if n_cities < 0 or n_cities > len(world.cities):
         raise ValueError(f"n_cities must be between 0 and {len(world.cities)}, got {n_cities}")
+    if n_countries is not None and not 1 <= n_countries <= len(world.countries):
+        raise ValueError(f"n_countries must be between 1 and {len(world.countries)}, got {n_countries}")
+    kept = world.countries
+    if n_countries is not None:
+        largest = {c.iso3 for c in sorted(world.countries, key=lambda c: (-c.population, c.iso3))[:n_countries]}
+        kept = [c for c in world.countries if c.iso3 in largest]
     writer = _Corpus(world, seed)
     rows = []
-    for c in world.countries:
+    for c in kept:
         for section in SECTIONS:
             pid = f"{c.iso3}-{section}"
             text = getattr(writer, section)(c, writer.rng(pid))
