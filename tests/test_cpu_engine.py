@@ -597,6 +597,25 @@ def test_a_shortlist_heads_bound_holds_for_every_logit():
 
 
 @int8_only
+def test_a_shortlist_heads_int8_slices_are_bitwise_one_product(monkeypatch):
+    """The int8 weights packed in slices of tokens (7 here, the last one short) give bitwise the
+    bounds of one product over the whole vocabulary, and the same greedy tokens."""
+    torch.manual_seed(0)
+    weight = torch.randn(2000, 64) * 0.05
+    x = _hard_rows(64, 20)
+    whole = _shortlist_head(weight)
+    whole.prepare()
+    assert len(whole._packed) == 1
+    monkeypatch.setattr(cpu_arithmetic, "_SHORTLIST_SLICE_BYTES", 300 * 64)
+    sliced = _shortlist_head(weight)
+    sliced.prepare()
+    assert [p.unpack()[0].shape[0] for p in sliced._packed] == [300] * 6 + [200]
+    for a, b in zip(whole.bounds(x), sliced.bounds(x), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(whole.greedy_logits(x), sliced.greedy_logits(x))
+
+
+@int8_only
 def test_a_shortlist_heads_greedy_token_is_the_float64_argmax_alone_and_in_any_batch():
     """Inside ``argmax_only`` each row's logits are -inf but at the largest of the logits computed
     in float64, ties to the first, near-ties (1e-9 apart, below float32's resolution) decided as

@@ -519,6 +519,10 @@ def _on_grid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     return codes, m, x - codes * m
 
 
+# Int8 weights per packed slice of ShortlistHead (Gemma 3's output layer: 8,192 tokens a slice).
+_SHORTLIST_SLICE_BYTES = 5 << 20
+
+
 class ShortlistHead(nn.Module):
     """A float32 output layer whose greedy steps find each row's largest logit from an int8 product
     and a proven bound on its error, computing exactly only the tokens the bound cannot rule out.
@@ -540,7 +544,7 @@ class ShortlistHead(nn.Module):
     depends on the row alone: its int8 rows and bound are the row's, and its shortlist's logits a
     product of that row. Gemma 3's output layer: 14 against 46 ms for one row, 53 against 151 for
     16 (one thread, AVX-512; docs/performance.md, "The CPU engine"). The int8 weights are built on
-    the first greedy step (1-3 s for Gemma 3), so a job that only scores never pays for them.
+    the first greedy step (1.6-1.9 s for Gemma 3 on the Zen 4 EPYC), so a job that only scores never pays for them.
     """
 
     def __init__(self, layer: StepRows) -> None:
@@ -564,7 +568,12 @@ class ShortlistHead(nn.Module):
 
     @torch.inference_mode()
     def prepare(self) -> None:
-        """The int8 weights, packed for fbgemm, and the weight norms of the bound."""
+        """The int8 weights, packed for fbgemm in slices of tokens, and the weight norms of the bound.
+
+        In slices (``_SHORTLIST_SLICE_BYTES`` of int8 weights each), each quantized and packed at
+        once: fbgemm packs Gemma 3's 262k rows in 0.8-1.0 s against 2.2-2.9 s whole, and
+        multiplies up to 32 rows by them as fast or faster. A logit's integer sum is exact and
+        dequantized with its own token's scale, so the slices' products are bitwise the whole one's."""
         if self._packed is not None:
             return
         started = time.perf_counter()
@@ -573,18 +582,20 @@ class ShortlistHead(nn.Module):
             raise ValueError("ShortlistHead takes an output layer without a bias")
         scales = (weight.abs().amax(dim=1) / 127).clamp_(min=torch.finfo(torch.float32).tiny)
         inverse = 1 / scales
-        integers = torch.empty(weight.shape, dtype=torch.int8)
         error = torch.empty(weight.shape[0])
-        for a in range(0, weight.shape[0], 1 << 13):  # in slices: no float copy of the whole matrix
-            b = min(a + (1 << 13), weight.shape[0])
+        packed = []
+        step = max(1, _SHORTLIST_SLICE_BYTES // weight.shape[1])
+        for a in range(0, weight.shape[0], step):
+            b = min(a + step, weight.shape[0])
             rounded = torch.round(weight[a:b] * inverse[a:b, None]).clamp_(-127, 127)
-            integers[a:b] = rounded
+            integers = rounded.to(torch.int8)
             error[a:b] = torch.linalg.vector_norm(rounded.mul_(scales[a:b, None]).sub_(weight[a:b]), dim=1)
-        zeros = torch.zeros(weight.shape[0], dtype=torch.int64)
-        with warnings.catch_warnings():  # torch 2.13's deprecation of quantized tensors: see Int8RowLinear
-            warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
-            qweight = torch._make_per_channel_quantized_tensor(integers, scales.double(), zeros, 0)
-            self._packed = torch.ops.quantized.linear_prepack(qweight, None)
+            zeros = torch.zeros(b - a, dtype=torch.int64)
+            with warnings.catch_warnings():  # torch 2.13's deprecation of quantized tensors: see Int8RowLinear
+                warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
+                qweight = torch._make_per_channel_quantized_tensor(integers, scales[a:b].double(), zeros, 0)
+                packed.append(torch.ops.quantized.linear_prepack(qweight, None))
+        self._packed = packed
         # e_v >= ||W_v - W^_v||: float32's rounding of W^_v (at most u |W^_vi| an entry) and of the
         # norm's sum (a relative (d + 2) u) added.
         d = weight.shape[1]
@@ -608,9 +619,9 @@ class ShortlistHead(nn.Module):
         low, m_low, remainder = _on_grid(rest)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*quantized.*", category=UserWarning)
-            out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
-                torch.cat([high, low]), _GRID_SCALE, _GRID_ZERO, self._packed
-            )
+            grid = torch.cat([high, low])
+            product = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
+            out = torch.cat([product(grid, _GRID_SCALE, _GRID_ZERO, part) for part in self._packed], dim=1)
         approx = out[:rows].mul_(m_high).add_(out[rows:].mul_(m_low))  # z'
         # |z_v - z'_v| <= ||x|| e_v + c: e_v >= ||W_v - W^_v|| per token, c for the remainder and roundings.
         b = self._bound
