@@ -544,7 +544,8 @@ class ShortlistHead(nn.Module):
     depends on the row alone: its int8 rows and bound are the row's, and its shortlist's logits a
     product of that row. Gemma 3's output layer: 14 against 46 ms for one row, 53 against 151 for
     16 (one thread, AVX-512; docs/performance.md, "The CPU engine"). The int8 weights are built on
-    the first greedy step (1.6-1.9 s for Gemma 3 on the Zen 4 EPYC), so a job that only scores never pays for them.
+    the first greedy step (1.6-1.9 s for Gemma 3 on a Zen 4 EPYC), so a job that only scores never
+    pays for them.
     """
 
     def __init__(self, layer: StepRows) -> None:
