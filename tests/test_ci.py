@@ -69,7 +69,7 @@ def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
     for command in expected:
         assert any(command == c or command in c for c in commands), f"not in {WORKFLOW.name}: {command}"
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^install: \$\(STAMP\)$", makefile, re.M) and "-c constraints-cpu.txt" in makefile
+    assert re.search(r"^install: \$\(DEV_STAMP\)$", makefile, re.M) and "-c constraints-cpu.txt" in makefile
     assert re.search(r'^test-fast: .*\n\t\$\(BIN\)/python -m pytest -m "not slow"$', makefile, re.M)
 
 

@@ -275,7 +275,7 @@ def demo_model(request):
 
     spec = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["llms"][request.param]
     manifest = materialize(request.param, spec, REPO / "resources" / "models" / request.param)
-    return load_generator(manifest, {**spec, "dtype": "float32"})
+    return load_generator(manifest, {**spec, "dtype": "float32", "keep_loaded": None})  # its .model, here
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ against transformers itself in test_hf_backend.py, test_cpu_engine.py and test_i
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import polars as pl
 import pytest
 import yaml
 
+from llm_utility.generation.host import HOST_DIR_ENV
 from llm_utility.generation.store import count_rows
 from llm_utility.method.answers import Candidates
 from tiny_models import write_tiny_model
@@ -163,7 +165,9 @@ def _tiny_config(repo, workdir):
 def demo(repo, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("e2e")
     cfg, cfg_path = _tiny_config(repo, workdir)
-    out = run_workflow(repo, workdir, cfg_path, "--cores", "2")
+    # The demo's model hosts (keep_loaded), in a folder of this run's own.
+    env = {**os.environ, HOST_DIR_ENV: str(workdir / "hosts")}
+    out = run_workflow(repo, workdir, cfg_path, "--cores", "2", env=env)
     assert out.returncode == 0, out.stderr[-5000:]
     return workdir, cfg, cfg_path
 
@@ -175,6 +179,21 @@ def test_every_target_exists(demo):
     table = (workdir / "results/tables/table1_rag.md").read_text()
     assert CHAT in table and BASE in table
     assert "**" in table  # best per LLM marked
+
+
+def test_model_jobs_reuse_their_llms_model_hosts(demo):
+    workdir, cfg, _ = demo
+    for llm, spec in cfg["llms"].items():
+        assert spec["keep_loaded"]  # the demo's setting, which the tiny LLMs inherit
+        hosts = [
+            line
+            for log in (workdir / "logs").rglob(f"{llm}*.log")
+            for line in log.read_text().splitlines()
+            if f"{llm}: model host, slot" in line
+        ]
+        started = [line for line in hosts if "started by this job" in line]
+        # Every model job of the LLM was served by a host, and most by one an earlier job started.
+        assert len(hosts) >= 10 and 1 <= len(started) < len(hosts) / 2, (llm, len(hosts), started)
 
 
 def test_answers_and_gold_follow_eq1(demo):

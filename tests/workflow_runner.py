@@ -16,12 +16,14 @@ def snakemake_cmd(*args: str) -> list[str]:
     return [str(Path(sys.executable).with_name("snakemake")), *args]
 
 
-def run_workflow(repo: Path, workdir: Path, cfg_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """This checkout's workflow run in ``workdir`` on ``cfg_path``."""
+def run_workflow(
+    repo: Path, workdir: Path, cfg_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """This checkout's workflow run in ``workdir`` on ``cfg_path`` (in ``env``, else this process's)."""
     cmd = snakemake_cmd(
         "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--configfile", str(cfg_path), *args
     )
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=env)
 
 
 def workdir_sharing_models(repo: Path, factory: pytest.TempPathFactory, name: str) -> Path:

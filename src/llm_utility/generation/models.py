@@ -36,6 +36,7 @@ from ..weights import (
     work_folder,
     write_json,
 )
+from .backends import load_backend
 from .generator import Generator
 from .specs import BACKENDS, normalize_spec
 
@@ -346,6 +347,8 @@ def load_generator(
     else where the manifest says (a separate ``models_dir``).
     ``threads`` sets the CPU threads of the transformers backend and of vLLM on a CPU (None: their defaults).
     The hub is switched off first (``HF_HUB_OFFLINE=1``): weights come from the materialized folder.
+    With ``keep_loaded`` in the spec, the model lives in a model host shared by the jobs of a run
+    (``host.HostedGenerator``, the same outputs); its generator is returned instead.
     """
     go_offline()
     if not isinstance(manifest, Mapping):
@@ -353,15 +356,9 @@ def load_generator(
         manifest = json.loads(path.read_text(encoding="utf-8"))
         if manifest.get("materialized") and (path.resolve().parent / "config.json").is_file():
             manifest["load_path"] = str(path.resolve().parent)
-    # The config decides which backend runs (attention always needs transformers' eager attention);
-    # the manifest records how the weights were materialized (manifests before 2026-12 named a backend).
-    backend = spec.get("backend") or manifest.get("backend")
-    if backend == "transformers":
-        from .hf_backend import HFGenerator
+    if spec.get("keep_loaded"):
+        normalize_spec(spec, manifest.get("slug", "model"))  # a bad spec fails here, not in the host
+        from .host import HostedGenerator
 
-        return HFGenerator(manifest, spec, threads=threads)
-    if backend == "vllm":
-        from .vllm_backend import VLLMGenerator
-
-        return VLLMGenerator(manifest, spec, threads=threads)
-    raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+        return HostedGenerator(manifest, spec, threads=threads)  # type: ignore[return-value]
+    return load_backend(manifest, spec, threads=threads)

@@ -36,6 +36,11 @@ def normalize_spec(spec: Mapping[str, Any], slug: str = "model") -> dict[str, An
     out["stop"] = list(out["stop"])
     if int(out["gpu"]) < 0 or int(out["batch_size"]) < 1 or int(out["max_new_tokens"]) < 1:
         raise ValueError(f"{where}: gpu must be >= 0, batch_size and max_new_tokens >= 1")
+    if out.get("keep_loaded") and (out["backend"] != "transformers" or int(out["gpu"]) != 0):
+        raise ValueError(
+            f"{where}.keep_loaded: a model host serves the transformers backend on a CPU only (backend: "
+            f"transformers, gpu: 0); got backend {out['backend']!r}, gpu {out['gpu']}"
+        )
     if kinds[0] == "hub":
         require_revision(weights["hub"], weights.get("revision"), f"{where}.weights.revision")
     if out["backend"] == "vllm":

@@ -115,7 +115,9 @@ def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: loggi
         "Per rule, method and LLM: the backend and dtype its models ran on and in, model jobs, LLM calls made by the "
         "model and served by the generation store, prompt and generated tokens of the calls made, seconds inside the "
         "store's calls, wall seconds of the jobs (Snakemake benchmarks, model loading included) and the largest peak "
-        "memory (MB). Read from the jobs' `store_stats` log lines and benchmark files: each job's latest run.\n"
+        "memory (MB). Read from the jobs' `store_stats` log lines and benchmark files: each job's latest run. An "
+        "LLM with `keep_loaded` is loaded by its model hosts, once per host, not by its jobs: their wall seconds and "
+        "memory leave the loading out (each job's log names its host and that host's log).\n"
     )
     write_text(note + "\n" + markdown(table, floatfmt=".1f"), md)
     total = table.filter((table["rule"] == "total") & (table["llm"] == "all"))
