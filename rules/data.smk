@@ -76,6 +76,7 @@ rule chunk_corpus_shard:
         "benchmarks/out/chunk_corpus_shard/{corpus}/{corpus_shard}.tsv"
     wildcard_constraints:
         corpus=alternatives(DATA_PLAN.kilt_corpora),
+    priority: RETRIEVE_PRIORITY
     conda:
         BASE_ENV
     resources:
@@ -112,6 +113,7 @@ rule prepare_corpus:
         "logs/prepare_corpus/{corpus}.log",
     benchmark:
         "benchmarks/out/prepare_corpus/{corpus}.tsv"
+    priority: RETRIEVE_PRIORITY
     conda:
         BASE_ENV
     resources:

@@ -35,6 +35,7 @@ rule materialize_retriever:
         "benchmarks/out/materialize_retriever/{retriever}.tsv"
     wildcard_constraints:
         retriever=DENSE,
+    priority: RETRIEVE_PRIORITY
     localrule: True
     conda:
         encoder_conda_env
@@ -59,6 +60,7 @@ rule encode_corpus_shard:
         "benchmarks/out/encode_corpus_shard/{corpus}/{retriever}/{corpus_shard}.tsv"
     wildcard_constraints:
         retriever=DENSE,
+    priority: RETRIEVE_PRIORITY
     conda:
         encoder_conda_env
     threads: 4
@@ -91,6 +93,7 @@ rule build_index:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
     wildcard_constraints:
         retriever=DENSE,
+    priority: RETRIEVE_PRIORITY
     # FAISS's GPU build where the retriever has GPUs (the job then insists on them), else the CPU one.
     conda:
         lambda wc: (
@@ -124,7 +127,7 @@ rule retrieve:
     priority: RETRIEVE_PRIORITY
     conda:
         encoder_conda_env
-    threads: 8
+    threads: lambda wc: retriever_cfg(wc)["search_threads"]
     resources:
         **RESOURCES["retrieve"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],

@@ -29,6 +29,7 @@ import fcntl
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import json
 import logging
 import os
@@ -160,11 +161,11 @@ class HostedGenerator:
         self._conn: Connection | None = None
         folder = host_dir()
         request = {"manifest": dict(manifest), "spec": dict(spec), "threads": threads}
-        slot = 0
-        while self._lock is None:  # the lowest free slot: jobs side by side get a host each
+        for slot in itertools.count():  # the lowest free slot: jobs side by side get a host each
             socket, lock, self.host_log = _paths(folder, self.key, slot)
             self._lock = _try_lock(lock)
-            slot += 0 if self._lock else 1
+            if self._lock is not None:
+                break
         self.slot = slot
         started = time.perf_counter()
         try:
