@@ -20,7 +20,8 @@ def model_priority(rule):
 
 # Retrieval before every model job: each dataset's candidates wait for its run. The chain that
 # leads to it (corpus, encoding, index) goes first too, before the LLMs' materialization, which no
-# job needs until the candidates exist (the demo's first minute: 16 s sooner to its first model job).
+# job needs until the candidates exist. (Priorities order ready jobs, they reserve no cores: on the
+# demo's 2 cores the 2-thread encoding still waits for a 1-thread materialization to end.)
 RETRIEVE_PRIORITY = max(r.priority for r in MODEL_RULES) + 1
 
 
