@@ -106,7 +106,7 @@ def bench_model(slug: str, spec: dict, dtype: str, prompts: int, new_tokens: int
     manifest = REPO / "resources" / "models" / slug / "manifest.json"
     if not manifest.is_file():
         sys.exit(f"{manifest} is missing: snakemake --cores all {manifest.relative_to(REPO)}")
-    gen = load_generator(manifest, {**spec, "dtype": dtype}, threads=1)
+    gen = load_generator(manifest, {**spec, "dtype": dtype, "keep_loaded": None}, threads=1)  # in this process
     params = non_embedding_parameters(gen.model)
     texts = [gen.render(f"{PASSAGES}Question: {q} Answer:") for q in QUESTIONS[:prompts]]
     ids = [gen.encode(t) for t in texts]

@@ -110,7 +110,7 @@ def batch_invariance(config: dict, sample: int | None) -> dict[str, dict]:
                 ).fetchall()
         from llm_utility.config import with_defaults
 
-        spec = with_defaults("llms", spec)
+        spec = {**with_defaults("llms", spec), "keep_loaded": None}  # timed in this process, not a model host
         # The answer calls (the LLM's own decoding limit); judgments have other limits.
         rows = [r for r in rows if json.loads(r[2])["max_new_tokens"] == spec["max_new_tokens"]]
         if sample:

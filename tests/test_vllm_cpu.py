@@ -277,7 +277,8 @@ def compared(tmp_path_factory):
     gens, cases = {}, []
     for slug in DEMO:
         # float32 on both sides (the demo's dtype: auto may be int8 or bfloat16 here), one thread each.
-        spec = {**cfg["llms"][slug], "dtype": "float32", "threads": 1}
+        # In this process, not the demo's model host: the transformers side's engine is patched below.
+        spec = {**cfg["llms"][slug], "dtype": "float32", "threads": 1, "keep_loaded": None}
         manifest = materialize(slug, spec, ROOT / "resources" / "models" / slug)
         gens[slug] = load_generator(manifest, spec, threads=1)
         cases.append({**demo_cases(slug, spec, gens[slug]), "manifest": manifest})
