@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from llm_utility.generation import PromptTooLongError, load_generator, materialize
-from llm_utility.generation.host import HOST_DIR_ENV, HostedGenerator, host_dir, host_key
+from llm_utility.generation.host import HOST_DIR_ENV, KERNEL_ENV, HostedGenerator, host_dir, host_key
 from llm_utility.generation.specs import normalize_spec
 from test_hf_backend import QUESTIONS, REPO, SPECS
 
@@ -47,13 +47,17 @@ def _gone(pid: int, within: float) -> bool:
     return False
 
 
-def test_a_hosts_name_changes_with_anything_that_changes_its_outputs():
+def test_a_hosts_name_changes_with_anything_that_changes_its_outputs(monkeypatch):
     manifest = {"slug": "m", "fingerprint": "f", "load_path": "/m"}
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
     base = host_key(manifest, SPEC, 1)
     assert base == host_key(dict(manifest), dict(SPEC), 1)
     assert base != host_key(manifest, SPEC, 2)
     assert base != host_key({**manifest, "fingerprint": "g"}, SPEC, 1)
     assert base != host_key(manifest, {**SPEC, "dtype": "float32"}, 1)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # torch's kernels capped: other numbers
+    assert base != host_key(manifest, SPEC, 1)
 
 
 def test_keep_loaded_is_for_the_transformers_backend_on_a_cpu_only():

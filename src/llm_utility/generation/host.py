@@ -15,8 +15,9 @@ before (``hf_engine``). The generation store, its keys and its timings stay in t
   0, 1, ... A job holds its slot's lock file (``flock``) while it runs. A host exits only while it
   holds that lock itself, so it never leaves a job that has just taken its slot.
 - **Identity.** A host's address is a hash of everything that decides its outputs: the manifest,
-  the spec, the threads, the Python executable, the versions of torch and transformers and the
-  source files of this package. A changed file or setting gets a new host; the old one idles out.
+  the spec, the threads, the Python executable, the versions of torch and transformers, the
+  source files of this package and the variables that cap the CPU's kernels (``KERNEL_ENV``). A
+  changed file or setting gets a new host; the old one idles out.
 - **Where.** ``$LLM_UTILITY_HOST_DIR``, else ``$XDG_RUNTIME_DIR``, else the temporary directory,
   in a folder only its owner may read (``llm-utility-hosts-<uid>``); each host's log is there,
   beside its socket, and the job's log names it.
@@ -47,6 +48,15 @@ from typing import IO, Any
 log = logging.getLogger("llm_utility")
 
 HOST_DIR_ENV = "LLM_UTILITY_HOST_DIR"
+# What picks the CPU's kernels and threads (``cpu_arithmetic.cpu_flags``): a job that caps them is
+# served only by a host that runs capped the same way.
+KERNEL_ENV = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "FBGEMM_ENABLE_INSTRUCTIONS",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "OMP_NUM_THREADS",
+)
 # How long a job waits for a new host to listen (importing torch and transformers: seconds).
 START_TIMEOUT = 300.0
 # What a job calls on its generator (``Generator``).
@@ -106,6 +116,7 @@ def host_key(manifest: Mapping[str, Any], spec: Mapping[str, Any], threads: int 
         "threads": threads,
         "python": sys.executable,
         "code": _code_digest(),
+        "kernels": {name: os.environ.get(name) for name in KERNEL_ENV},
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
