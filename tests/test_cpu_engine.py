@@ -498,7 +498,8 @@ def test_a_reused_prefix_gives_the_logits_and_states_of_a_fresh_computation(tiny
         hf_engine.prefill(model, first, warm)
         kv_reused, logits_reused = hf_engine.prefill(model, longer, warm, keep=4)
         kv_fresh, logits_fresh = hf_engine.prefill(model, longer, hf_engine.PrefixCache(), keep=4)
-    assert warm.reused_tokens == len(first) and warm.computed_tokens == len(first) + len(second)
+    reused = len(first) - len(first) % hf_engine.PREFILL_ROWS  # whole blocks
+    assert reused > 0 and warm.reused_tokens == reused and warm.computed_tokens == len(longer) + len(first) - reused
     # Equal up to float32 rounding: the suffix is a product of fewer rows (1.5e-5 apart on values of
     # up to 9 with AVX2's kernels, ATEN_CPU_CAPABILITY=avx2).
     assert torch.allclose(logits_reused, logits_fresh, rtol=1e-5, atol=1e-4)
@@ -506,9 +507,59 @@ def test_a_reused_prefix_gives_the_logits_and_states_of_a_fresh_computation(tiny
         assert torch.allclose(k1, k2, rtol=1e-5, atol=1e-4) and torch.allclose(v1, v2, rtol=1e-5, atol=1e-4)
 
 
+PASSAGES = [
+    "Thimphu is the capital and largest city of Bhutan, in the western central part of the country.",
+    "Lima is the capital of Peru. It lies on the coast of the Pacific ocean and is home to ten million people.",
+    "The Atacama Desert in the north of Chile is one of the driest places on Earth.",
+    "Oslo is the capital of Norway; it lies at the head of the Oslofjord.",
+]
+QUESTIONS = ["What is the capital of Bhutan?", "Which desert is the driest?", "Where does Oslo lie?"]
+
+
+@pytest.mark.slow  # loads both demo models
+@int8_only
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_an_int8_prompt_after_a_reused_prefix_is_bitwise_the_whole_prompt(name):
+    """The generation store keys a call without the job's earlier calls, so in int8 a prompt
+    prefilled after the cached prefix of an earlier one must be bitwise the prompt computed whole:
+    the same logits and the same keys and values, at every layer. Real prompts of the demo models
+    (an instruction, passages, a question), sharing prefixes of many lengths, so that the computed
+    suffixes end in every size of last block."""
+    import yaml
+
+    from llm_utility.generation import materialize
+    from test_independent_checks import REPO
+
+    spec = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["llms"][name]
+    manifest = materialize(name, spec, REPO / "resources" / "models" / name)
+    gen = load_generator(manifest, {**spec, "dtype": "int8", "keep_loaded": None})
+    model = gen.model
+    assert model.config._attn_implementation == hf_engine.BLOCKED_ATTENTION
+    instruction = "Answer the question from the information below, in a few words.\nInformation:"
+    prompts = [
+        gen.encode(gen.render(f"{instruction} {' '.join(PASSAGES[: 1 + i % 4])}\nQuestion: {q}\nAnswer:"))
+        for i, q in enumerate(QUESTIONS * 3)
+    ]
+    prompts += [p[: len(p) - cut] for p in prompts[:2] for cut in range(1, 18, 3)]  # every last-block size
+    warm, suffixes = hf_engine.PrefixCache(), set()
+    with torch.inference_mode(), cpu_arithmetic.argmax_only(model):
+        for ids in prompts:
+            keep = 1 + len(ids) % 3  # 1 (a generation) or more (a score's target)
+            before = warm.reused_tokens
+            kv_reused, logits_reused = hf_engine.prefill(model, ids, warm, keep=keep)
+            kv_whole, logits_whole = hf_engine.prefill(model, ids, hf_engine.PrefixCache(0), keep=keep)
+            if warm.reused_tokens > before:
+                suffixes.add((len(ids) - (warm.reused_tokens - before)) % hf_engine.PREFILL_ROWS)
+            assert torch.equal(logits_reused, logits_whole)
+            for (k1, v1), (k2, v2) in zip(kv_reused, kv_whole, strict=True):
+                assert torch.equal(k1, k2) and torch.equal(v1, v2)
+    assert warm.reused_tokens > warm.computed_tokens / 4  # prefixes really were reused
+    assert len(suffixes) >= 6  # and the computed parts ended in blocks of many sizes
+
+
 def test_prefix_cache_finds_the_longest_prefix_and_forgets_the_least_recent():
     kv = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
-    cache = hf_engine.PrefixCache(max_bytes=2 * 20 * 2 * 4 * 2)  # room for two 20-token entries
+    cache = hf_engine.PrefixCache(max_bytes=2 * 20 * 2 * 4 * 2, block=1)  # room for two 20-token entries
     a, b = list(range(20)), list(range(10)) + list(range(100, 110))
     cache.add(a, kv(20))
     cache.add(b, kv(20))
@@ -517,9 +568,19 @@ def test_prefix_cache_finds_the_longest_prefix_and_forgets_the_least_recent():
     assert cache.longest_prefix(list(range(10)) + list(range(100, 120)), limit=30)[0] == 20  # all of b
     assert cache.longest_prefix(a, limit=12)[0] == 12  # never more than the limit
     assert cache.longest_prefix([5] * 30, limit=30) == (0, None)  # nothing shared
-    assert cache.longest_prefix(list(range(5)) + [9] * 10, limit=15) == (0, None)  # too short to reuse
     cache.add(list(range(200, 220)), kv(20))  # a third entry drops the least recently used (b)
     assert cache.longest_prefix(b, limit=20)[0] == 10  # only a's first ten tokens are left
+
+
+def test_a_reused_prefix_is_whole_blocks():
+    kv = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
+    cache = hf_engine.PrefixCache(block=4)
+    cache.add(list(range(20)), kv(20))
+    n, found = cache.longest_prefix(list(range(15)) + [7, 7], limit=16)
+    assert n == 12 and found[0][0].shape[2] == 12  # 15 shared tokens: three whole blocks
+    assert cache.longest_prefix(list(range(3)) + [9] * 10, limit=13) == (0, None)  # not one block
+    assert cache.longest_prefix(list(range(20)), limit=18)[0] == 16  # the limit, rounded down too
+    assert hf_engine.PrefixCache().block == hf_engine.PREFILL_ROWS == cpu_arithmetic.STEP_ROWS
 
 
 def test_decoding_batches_bound_memory_and_padding():

@@ -396,7 +396,8 @@ class StepRows(nn.Module):
     int8 layer's integer product is exact and quantizes each row alone, so its step is one product
     of every row (the weights read once) and only its float32 outlier channels go in blocks. A
     prompt's own tokens (a prefill: one row of several tokens) stay one product: the same prompt
-    always makes the same product.
+    always makes the same product; in int8 their outlier channels also go in blocks of ``rows``
+    positions, so that a prefill after a reused prefix of whole blocks makes the same products.
     """
 
     def __init__(self, linear: nn.Module, rows: int = STEP_ROWS) -> None:
@@ -410,6 +411,10 @@ class StepRows(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() < 3 or x.shape[-2] != 1:  # a prompt's tokens
+            if isinstance(self.linear, Int8RowLinear):
+                # float32 outlier channels in blocks counted from the prompt's first position: the
+                # same products with or without a reused prefix (hf_engine.PREFILL_ROWS)
+                return self.linear(x, outlier_rows=self.rows)
             return self.linear(x)
         rows = x.reshape(-1, self.in_features)
         n = rows.shape[0]

@@ -1,7 +1,7 @@
 """The transformers backend: greedy generation, target scoring and attention, on a CPU or CUDA.
 
 On a CPU every call goes through the engine of ``hf_engine`` (each prompt prefilled alone, shared
-prefixes reused, many rows decoded at once) in the arithmetic ``cpu_arithmetic.resolve_dtype``
+prefixes reused in int8, many rows decoded at once) in the arithmetic ``cpu_arithmetic.resolve_dtype``
 chose; on CUDA, prompts are batched with left padding and decoded by transformers' ``generate``."""
 
 from __future__ import annotations
@@ -31,7 +31,16 @@ from .cpu_arithmetic import (
     torch_dtype,
 )
 from .generator import Generator, cut_answer, length_batches
-from .hf_engine import CPU_ENGINE, ROWWISE_ATTENTION, PrefixCache, Workspace, greedy_generate, prefill
+from .hf_engine import (
+    BLOCKED_ATTENTION,
+    CPU_ENGINE,
+    PREFIX_CACHE_BYTES,
+    ROWWISE_ATTENTION,
+    PrefixCache,
+    Workspace,
+    greedy_generate,
+    prefill,
+)
 
 __all__ = ["HFGenerator", "resolve_dtype"]
 
@@ -79,10 +88,13 @@ class HFGenerator(Generator):
         cuda = torch.cuda.is_available()
         self.dtype = resolve_dtype(self.spec["dtype"], cuda)
         self._cuda = cuda
-        # No prefix is reused on a CPU: a prompt's tokens computed after a cached prefix are a product of
-        # fewer rows than computed with it, and GEMM kernels round by row count (``StepRows``), so
-        # a prompt's result would depend on which prompts the job computed before it.
-        self._prefixes, self._workspace = PrefixCache(max_bytes=0), Workspace()
+        # Prefixes are reused in int8 only, where a prompt computed after one is bitwise the whole
+        # prompt's (hf_engine's docstring). In float32 and bfloat16 the suffix is a product of fewer
+        # rows, and GEMM kernels round by row count (``StepRows``): a prompt's result would depend on
+        # which prompts were computed before it.
+        reuse = not cuda and self.dtype == "int8"
+        self._prefixes = PrefixCache(max_bytes=PREFIX_CACHE_BYTES if reuse else 0)
+        self._workspace = Workspace()
         # load_path is a local folder (materialize put every model on disk): no revision to ask for.
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
         if self.tokenizer.pad_token is None:
@@ -113,7 +125,7 @@ class HFGenerator(Generator):
             fix_step_rows(model)
             if self.dtype == "int8":
                 shortlist_output_layer(model)
-            model.set_attn_implementation(ROWWISE_ATTENTION)
+            model.set_attn_implementation(BLOCKED_ATTENTION if self.dtype == "int8" else ROWWISE_ATTENTION)
         log.info(
             "%s: weights loaded in %.1f s%s",
             self.slug,

@@ -14,11 +14,15 @@ Why this shape (measured in docs/performance.md, "The CPU engine"):
   and each row attends to its own keys only (``ROWWISE_ATTENTION``), so a row's tokens are bitwise
   those it gets alone: GEMM kernels round by row count, and a padded row's reductions group
   differently (13 of 79 demo answers of SmolLM2 in bfloat16 changed with their batch before).
-- **Prefixes** (``PrefixCache``): causal attention makes a prefix's keys and values independent of
-  what follows, so ``prefill`` can start after a cached prefix, equal up to rounding. The backend
-  does not use it on a CPU (its cache holds nothing): the suffix is a product of fewer rows than
-  the whole prompt, so the rounding, and sometimes a greedy token, would depend on the job's
-  earlier prompts.
+- **Prefixes, reused exactly in int8** (``PrefixCache``): causal attention makes a prefix's keys and
+  values independent of what follows, so ``prefill`` can start after the keys and values of an
+  earlier prompt with the same first tokens. The result must be bitwise the whole prompt's (the
+  store keys a call without the job's earlier prompts), and a float GEMM rounds by its number of
+  rows. In int8 the layers' integer products are exact and quantize each row alone; what is left in
+  float32 (attention, the outlier channels) runs in blocks of ``PREFILL_ROWS`` positions counted from
+  the prompt's first token (``BLOCKED_ATTENTION``, ``StepRows``), and a reused prefix is a whole
+  number of blocks, so every block is the same product with or without it. In float32 and
+  bfloat16 the cache holds nothing.
 """
 
 from __future__ import annotations
@@ -37,14 +41,16 @@ from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from .cpu_arithmetic import argmax_only
+from .cpu_arithmetic import STEP_ROWS, argmax_only
 
-# Keys and values of earlier prompts kept for their prefixes, per job (bytes).
-PREFIX_CACHE_BYTES = 1 << 30
+# Keys and values of earlier prompts kept for their prefixes, per generator (bytes): ~45 prompts of
+# 250 tokens of SmolLM2's or Gemma 3's, enough for the prompts of a job that share a template or a question.
+PREFIX_CACHE_BYTES = 1 << 29
 # The most memory the keys and values of one decoding batch may take (rows x padded length).
 DECODE_CACHE_BYTES = 1 << 30
-# A shorter shared prefix is recomputed: looking it up and copying it is not worth it.
-MIN_SHARED_PREFIX = 8
+# A prompt's positions per block of its attention and float32 outlier products; a reused prefix is a
+# whole number of blocks (see the module's docstring). The outlier channels' blocks are StepRows'.
+PREFILL_ROWS = STEP_ROWS
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, (1, heads, tokens, dim)
 
@@ -54,9 +60,10 @@ def kv_bytes(kv: KV) -> int:
 
 
 ROWWISE_ATTENTION = "llm_utility_rowwise_sdpa"
+BLOCKED_ATTENTION = "llm_utility_rowwise_sdpa_prefill_blocks"
 # Bump when the engine's numerics change (how products are blocked, what is reused): it is part of
 # the generation-store key of every CPU call, so a store never serves another engine's outputs.
-CPU_ENGINE = "prefill-whole-step-rows-16-vocabulary-slices-2mib-rowwise-attention-v2"
+CPU_ENGINE = "prefill-whole-or-int8-blocks-16-exact-prefixes-step-rows-16-vocabulary-slices-2mib-rowwise-attention-v3"
 
 
 def _rowwise_sdpa(
@@ -91,23 +98,72 @@ def _rowwise_sdpa(
     return torch.cat(rows), None
 
 
+def _blocked_sdpa(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """``_rowwise_sdpa``, but a prompt's queries attend in blocks of ``PREFILL_ROWS`` positions
+    counted from its first token, each block to the keys up to its last position, under a boolean
+    mask.
+
+    SDPA's CPU kernel multiplies its queries in blocks sized by how many there are, and a row's
+    scores round by its block's size (the last 2 of 18 positions after a cached prefix of 144 came
+    out 4e-7 off the whole prompt's, measured). With the blocks fixed by position, a prompt's block
+    is the same product whether the positions before it were computed in this call or reused. The
+    blocks call torch's SDPA directly, with grouped key-value heads as they are (``enable_gqa``):
+    transformers' wrapper would copy the keys for every head of every block."""
+    if query.shape[2] == 1:
+        return _rowwise_sdpa(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    if kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None:
+        name = type(module).__name__
+        raise ValueError(f"{name}: the CPU engine's attention has no logit soft-capping or position bias")
+    queries, keys = query.shape[2], key.shape[2]
+    past = keys - queries  # the reused prefix: a whole number of blocks
+    if attention_mask is None:  # plain causal
+        positions = torch.arange(keys, device=query.device)
+        attention_mask = (positions <= positions[past:, None])[None, None]
+    elif attention_mask.dtype != torch.bool:  # an additive mask: 0 where attended
+        attention_mask = attention_mask == 0
+    gqa = {"enable_gqa": True} if query.shape[1] != key.shape[1] else {}
+    blocks = [
+        torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, start : start + PREFILL_ROWS],
+            key[:, :, : past + start + PREFILL_ROWS],
+            value[:, :, : past + start + PREFILL_ROWS],
+            attn_mask=attention_mask[:, :, start : start + PREFILL_ROWS, : past + start + PREFILL_ROWS],
+            scale=scaling,
+            **gqa,
+        )
+        for start in range(0, queries, PREFILL_ROWS)
+    ]
+    return torch.cat(blocks, dim=2).transpose(1, 2).contiguous(), None
+
+
 AttentionInterface.register(ROWWISE_ATTENTION, _rowwise_sdpa)
 AttentionMaskInterface.register(ROWWISE_ATTENTION, sdpa_mask)
+AttentionInterface.register(BLOCKED_ATTENTION, _blocked_sdpa)
+AttentionMaskInterface.register(BLOCKED_ATTENTION, sdpa_mask)
 
 
 class PrefixCache:
     """The keys and values of prompts computed earlier, least recently used dropped first, for the
-    longest-common-prefix lookup of ``longest_prefix``."""
+    longest-common-prefix lookup of ``longest_prefix``, in whole blocks of ``block`` tokens."""
 
-    def __init__(self, max_bytes: int = PREFIX_CACHE_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int = PREFIX_CACHE_BYTES, block: int = PREFILL_ROWS) -> None:
+        self.max_bytes, self.block = max_bytes, block
         self._entries: OrderedDict[bytes, tuple[np.ndarray, KV]] = OrderedDict()
         self._bytes = 0
         self.reused_tokens = 0
         self.computed_tokens = 0
 
     def longest_prefix(self, ids: Sequence[int], limit: int) -> tuple[int, KV | None]:
-        """(n, keys and values) of the longest cached prefix of ``ids``, at most ``limit`` tokens."""
+        """(n, keys and values) of the longest cached prefix of ``ids``, at most ``limit`` tokens,
+        rounded down to whole blocks; (0, None) when that is not one block."""
         query = np.asarray(ids[:limit], dtype=np.int64)
         best, best_key = 0, None
         for key, (tokens, _kv) in self._entries.items():
@@ -118,7 +174,8 @@ class PrefixCache:
             common = int(differ[0]) if differ.size else n
             if common > best:
                 best, best_key = common, key
-        if best < MIN_SHARED_PREFIX or best_key is None:
+        best -= best % self.block
+        if best == 0 or best_key is None:
             return 0, None
         self._entries.move_to_end(best_key)
         kv = self._entries[best_key][1]
@@ -159,7 +216,8 @@ def prefill(model: Any, ids: Sequence[int], cache: PrefixCache, keep: int = 1) -
     values and the logits of its last ``keep`` positions (keep, vocabulary)."""
     if not 1 <= keep <= len(ids):
         raise ValueError(f"keep must be in [1, {len(ids)}], got {keep}")
-    reused, past = cache.longest_prefix(ids, limit=len(ids) - keep)
+    # At least two positions are computed: one would be taken for a decoding step (``StepRows``).
+    reused, past = cache.longest_prefix(ids, limit=len(ids) - max(keep, 2))
     kv_cache = DynamicCache(ddp_cache_data=past) if past else DynamicCache()
     device = model.get_input_embeddings().weight.device
     out = _run(
