@@ -63,7 +63,7 @@ rule encode_corpus_shard:
     priority: RETRIEVE_PRIORITY
     conda:
         encoder_conda_env
-    threads: 4
+    threads: lambda wc: retriever_cfg(wc)["encode_threads"]
     resources:
         **RESOURCES["encode"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],

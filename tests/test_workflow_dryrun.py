@@ -211,14 +211,15 @@ def test_default_config_resolves(fresh):
     table1 = re.search(r"rule table1:\n(.*?)\n\n", text, re.S).group(1)
     assert "answers/reask_gold_U_from_gemma3-270m.parquet" in table1 and "answers/reask_none.parquet" in table1
     # Every model job waits for the candidates: the chain to them (corpus, encoding, index,
-    # retrieval) goes before the LLMs' materialization, and the demo's retrieval jobs take one
-    # thread each, so that they run side by side.
+    # retrieval) goes before the LLMs' materialization, and the demo's encoding and retrieval jobs
+    # take one thread each, so that they run beside other jobs.
     jobs = re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?:\n\n|\Z)", text, re.S | re.M)
     priority = {rule: _job_setting(body, "priority", 0) for rule, body in jobs}
     chain = ("prepare_corpus", "materialize_retriever", "encode_corpus_shard", "build_index", "retrieve")
     assert {priority[r] for r in chain} == {priority["retrieve"]}
     assert priority["retrieve"] > priority["materialize_model"]
     assert [_job_setting(body, "threads", 1) for rule, body in jobs if rule == "retrieve"] == [1, 1, 1]
+    assert [_job_setting(body, "threads", 1) for rule, body in jobs if rule == "encode_corpus_shard"] == [1]
 
 
 def _job_setting(body, key, default):
