@@ -7,7 +7,8 @@ What must hold, and why:
 - in float32 the engine decodes what ``model.generate`` decodes, prompt by prompt;
 - a call's output does not depend on the other calls of its batch (the generation store keys a call
   without its batch): one prompt alone and inside a batch of other lengths give the same output;
-- a prefix reused from an earlier prompt gives what computing it again gives;
+- a prefix reused from an earlier prompt gives what computing it again gives: bitwise in int8, where
+  the engine reuses prefixes, within rounding in float32;
 - int8 rows are quantized one by one, so an int8 linear layer's row is bitwise the same alone or in
   any batch.
 """
