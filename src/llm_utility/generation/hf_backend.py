@@ -92,8 +92,8 @@ class HFGenerator(Generator):
         # prompt's (hf_engine's docstring). In float32 and bfloat16 the suffix is a product of fewer
         # rows, and GEMM kernels round by row count (``StepRows``): a prompt's result would depend on
         # which prompts were computed before it.
-        reuse = not cuda and self.dtype == "int8"
-        self._prefixes = PrefixCache(max_bytes=PREFIX_CACHE_BYTES if reuse else 0)
+        self._exact_prefixes = not cuda and self.dtype == "int8"
+        self._prefixes = PrefixCache(max_bytes=PREFIX_CACHE_BYTES if self._exact_prefixes else 0)
         self._workspace = Workspace()
         # load_path is a local folder (materialize put every model on disk): no revision to ask for.
         self.tokenizer = AutoTokenizer.from_pretrained(self.load_path)
@@ -125,7 +125,8 @@ class HFGenerator(Generator):
             fix_step_rows(model)
             if self.dtype == "int8":
                 shortlist_output_layer(model)
-            model.set_attn_implementation(BLOCKED_ATTENTION if self.dtype == "int8" else ROWWISE_ATTENTION)
+            # the blocks that make a reused prefix exact
+            model.set_attn_implementation(BLOCKED_ATTENTION if self._exact_prefixes else ROWWISE_ATTENTION)
         log.info(
             "%s: weights loaded in %.1f s%s",
             self.slug,
