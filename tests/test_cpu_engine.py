@@ -384,8 +384,9 @@ def test_a_decoding_step_row_is_bitwise_the_same_alone_and_in_any_block(dtype):
 @int8_only
 def test_an_int8_decoding_step_is_one_product_and_each_row_bitwise_its_own():
     """An int8 layer's step is one integer product of every row (exact, each row quantized alone);
-    its float32 outlier channels still multiply in blocks of STEP_ROWS rows: a row is bitwise the
-    same alone, among fewer rows or among more, and the same as that layer in blocks of 16."""
+    its float32 outlier channels still multiply in blocks of exactly STEP_ROWS rows: a row is bitwise
+    the same alone, among fewer rows or among more, and the same as that layer in blocks of 16 (the
+    int8 product of 1 row is bitwise its product among 15 zero rows)."""
     torch.manual_seed(2)
     linear = torch.nn.Linear(96, 200)
     int8 = Int8RowLinear(linear, torch.tensor([4, 50, 77]))
@@ -402,7 +403,7 @@ def test_an_int8_decoding_step_is_one_product_and_each_row_bitwise_its_own():
     calls = []
     int8.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
     layer(rows)
-    assert calls == [80]  # one product: 70 rows and the padding of the last outlier block
+    assert calls == [70]  # one product of the step's own rows: no padding rows multiplied in int8
 
 
 def test_an_output_layer_in_slices_is_the_same_alone_and_in_any_step():
