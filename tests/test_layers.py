@@ -29,7 +29,7 @@ LAYERS = [
     {"report"},
     {"pipeline"},
     {"workflow"},
-    {"init"},
+    {"init", "precompile"},
 ]
 
 

@@ -503,7 +503,8 @@ def test_two_workflows_sharing_a_store_compute_every_call_once(repo, demo, tmp_p
     target = f"results/wf-single/{CHAT}/answers/none.parquet"
     copies = [tmp_path / "workflow-1", tmp_path / "workflow-2"]
     for copy in copies:
-        shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "locks"))
+        # Not the run's model hosts: their sockets may still be live (they idle keep_loaded seconds).
+        shutil.copytree(workdir, copy, symlinks=True, ignore=shutil.ignore_patterns("cache", "locks", "hosts"))
     procs = [
         subprocess.Popen(
             snakemake_cmd(
