@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-# The torch stack, in one process; the rest of the third-party modules the workflow's scripts and the
-# library import (lazily included), in the other. The library's own modules go last in the second.
+# The torch stack in one process; in the other, the rest of the third-party modules the workflow's
+# scripts and the library import (those imported inside functions too), then the library's own.
 TORCH_STACK = (
     "torch",
     "transformers",
