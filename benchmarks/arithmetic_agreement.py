@@ -13,12 +13,20 @@ in on this CPU). Then it reports:
   - how many cells of Tables 1, 2 and 4 differ (any numeric difference).
 
     .venv/bin/python benchmarks/arithmetic_agreement.py [--workdir DIR] [--candidate auto]
-        [--reference float32] [--reuse] [--cores all] [--json out.json]
+        [--reference float32] [--reference-rev REV] [--reuse] [--cores all] [--json out.json]
 
 `--reuse` skips a run whose results/ is already complete in DIR. `--compare-only` runs nothing and
 compares what the two stores hold so far (tables only where both runs wrote them); `--candidate-dir`
-takes the candidate's results from another work directory, for example a clone where `make demo` ran.
-The demo models must be materialized (`snakemake --cores all resources/models/<llm>/manifest.json`).
+and `--reference-dir` take a run's results from another work directory, for example a clone where
+`make demo` ran. The demo models must be materialized (`snakemake --cores all
+resources/models/<llm>/manifest.json`).
+
+`--reference-rev REV` runs the reference from another revision of this repository instead: a git
+worktree of REV (in DIR/source-REV) with its own Snakefile, config, prompts and library (on
+PYTHONPATH, ahead of this checkout's), materializing its own models (their format changed over
+time). `--reference-rev 4e3007d --reference float32` is the demo as it ran before the CPU engine
+(transformers' `generate` on left-padded batches, float32): the engine's speed-up side by side in
+one run, on calls both engines made with the same prompts.
 Nothing is asserted: it measures and prints (docs/performance.md, "The CPU engine", keeps the numbers).
 """
 
@@ -26,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -48,15 +58,31 @@ HEADLINE = {
 }
 
 
-def prepare(workdir: Path, dtype: str) -> Path:
-    """A work directory sharing the checkout's models, and its config: the demo's, in ``dtype``."""
+def source_tree(workdir: Path, rev: str | None) -> Path:
+    """The repository the run's Snakefile, config and library come from: this checkout, or a git
+    worktree of ``rev`` in ``workdir`` (made once, reused)."""
+    if rev is None:
+        return REPO
+    tree = workdir / f"source-{rev}"
+    if not (tree / "Snakefile").is_file():
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), rev], capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            sys.exit(f"--reference-rev {rev}: git worktree add failed:\n{out.stderr}")
+    return tree
+
+
+def prepare(workdir: Path, dtype: str, source: Path = REPO) -> Path:
+    """A work directory and its config: ``source``'s demo config in ``dtype``. A run of this checkout
+    shares its materialized models; another revision's materializes its own."""
     workdir.mkdir(parents=True, exist_ok=True)
     models = workdir / "resources" / "models"
-    if not models.exists():
+    if source == REPO and not models.exists():
         models.parent.mkdir(parents=True, exist_ok=True)
         models.symlink_to(REPO / "resources" / "models")
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cfg["prompts"] = [str(REPO / p) for p in cfg["prompts"]]
+    cfg = yaml.safe_load((source / "config" / "config.yaml").read_text())
+    cfg["prompts"] = [str(source / p) for p in cfg["prompts"]]
     for spec in cfg["llms"].values():
         spec["dtype"] = dtype
     path = workdir / "config.yaml"
@@ -64,14 +90,17 @@ def prepare(workdir: Path, dtype: str) -> Path:
     return path
 
 
-def run_demo(workdir: Path, config: Path, cores: str, reuse: bool) -> float | None:
-    """Seconds of one whole-DAG run in ``workdir`` (None when reused)."""
+def run_demo(workdir: Path, config: Path, cores: str, reuse: bool, source: Path = REPO) -> float | None:
+    """Seconds of one whole-DAG run of ``source``'s Snakefile in ``workdir`` (None when reused)."""
     if reuse and (workdir / "results" / "tables" / "cost.csv").is_file():
         return None
+    env = dict(os.environ)
+    if source != REPO:  # its jobs import its own library, not this checkout's (installed editable)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source / "src"), env.get("PYTHONPATH")]))
     cmd = [
         SNAKEMAKE,
         "--snakefile",
-        str(REPO / "Snakefile"),
+        str(source / "Snakefile"),
         "--directory",
         str(workdir),
         "--configfile",
@@ -80,22 +109,41 @@ def run_demo(workdir: Path, config: Path, cores: str, reuse: bool) -> float | No
         cores,
     ]
     started = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"the demo failed in {workdir}:\n{out.stderr[-4000:]}")
     return time.perf_counter() - started
 
 
+def _store_stats(workdir: Path) -> Iterator[dict]:
+    for log in (workdir / "logs").rglob("*.log"):
+        for m in re.finditer(r"store_stats (\{.*\})", log.read_text(errors="replace")):
+            yield json.loads(m.group(1))
+
+
 def call_totals(workdir: Path) -> dict[str, dict[str, float]]:
     """Per LLM, the seconds inside model calls and the calls made and served, from every job's store_stats line."""
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for log in (workdir / "logs").rglob("*.log"):
-        for m in re.finditer(r"store_stats (\{.*\})", log.read_text(errors="replace")):
-            stats = json.loads(m.group(1))
-            for calls in stats["calls"].values():
-                for field in ("seconds", "made", "served"):
-                    totals[stats["llm"]][field] += calls[field]
+    for stats in _store_stats(workdir):
+        for calls in stats["calls"].values():
+            for field in ("seconds", "made", "served"):
+                totals[stats["llm"]][field] += calls.get(field, 0)
     return {llm: dict(t) for llm, t in totals.items()}
+
+
+def call_seconds(workdir: Path) -> dict[str, float]:
+    """Per LLM, the seconds inside model calls (``call_totals``' seconds)."""
+    return {llm: t["seconds"] for llm, t in call_totals(workdir).items()}
+
+
+def stage_seconds(workdir: Path) -> dict[str, float]:
+    """Per stage (rule), the seconds inside model calls; ``answer_gold_C`` and ``answer_gold_U``, one
+    rule in older revisions, count as ``answer_gold``."""
+    seconds: dict[str, float] = defaultdict(float)
+    for stats in _store_stats(workdir):
+        stage = re.sub(r"^answer_gold_[CU]$", "answer_gold", stats.get("job", "?").split("+", 1)[0])
+        seconds[stage] += sum(calls["seconds"] for calls in stats["calls"].values())
+    return dict(seconds)
 
 
 def stored_calls(workdir: Path, llm: str) -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -169,6 +217,8 @@ def main() -> None:
     parser.add_argument("--cores", default="all")
     parser.add_argument("--compare-only", action="store_true")
     parser.add_argument("--candidate-dir", type=Path)
+    parser.add_argument("--reference-dir", type=Path)
+    parser.add_argument("--reference-rev")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -177,18 +227,24 @@ def main() -> None:
     flags = " ".join(name for name, on in cpu_flags().items() if on)
     resolved = resolve_dtype(args.candidate, cuda=False)
     print(f"CPU flags: {flags}; candidate {args.candidate} -> {resolved}; reference {args.reference}")
-    dirs = {name: args.workdir / name for name in (args.reference, args.candidate)}
+    if args.reference == args.candidate and not args.reference_rev:
+        sys.exit("--reference and --candidate are the same arithmetic: give another, or --reference-rev")
+    ref_name = f"{args.reference}@{args.reference_rev}" if args.reference_rev else args.reference
+    dirs = {ref_name: args.reference_dir or args.workdir / ref_name, args.candidate: args.workdir / args.candidate}
     if args.candidate_dir:
         dirs[args.candidate] = args.candidate_dir
+    given = {ref_name: args.reference_dir, args.candidate: args.candidate_dir}
+    dtypes = {ref_name: args.reference, args.candidate: args.candidate}
     walls = {}
     for name, workdir in dirs.items():
-        if args.compare_only or (args.candidate_dir and name == args.candidate):
+        if args.compare_only or given[name]:
             walls[name] = None
             continue
-        walls[name] = run_demo(workdir, prepare(workdir, name), args.cores, args.reuse)
+        source = source_tree(args.workdir, args.reference_rev) if name == ref_name else REPO
+        walls[name] = run_demo(workdir, prepare(workdir, dtypes[name], source), args.cores, args.reuse, source)
         print(f"{name}: demo wall time {'(reused)' if walls[name] is None else f'{walls[name]:.0f} s'}", flush=True)
     totals = {name: call_totals(d) for name, d in dirs.items()}
-    llms = sorted(totals[args.reference])
+    llms = sorted(totals[ref_name])
     report = {
         "flags": flags,
         "candidate": resolved,
@@ -197,7 +253,7 @@ def main() -> None:
         "llms": {},
         "tables": {},
     }
-    ref, cand = args.reference, args.candidate
+    ref, cand = ref_name, args.candidate
     print(
         f"\n| LLM | model-call seconds, {ref} | {resolved} | ratio | calls made / served, {ref} | {resolved} |"
         "\n|---|--:|--:|--:|--:|--:|"
@@ -212,9 +268,15 @@ def main() -> None:
             f"| {llm} | {a['seconds']:,.0f} | {b['seconds']:,.0f} | {b['seconds'] / max(a['seconds'], 1e-9):.2f} "
             f"| {a['made']:,.0f} / {a['served']:,.0f} | {b['made']:,.0f} / {b['served']:,.0f} |"
         )
-    print("\n| LLM | stage | generations equal to " + args.reference + " |\n|---|---|--:|")
+    stages = {name: stage_seconds(d) for name, d in dirs.items()}
+    report["stage_seconds"] = stages
+    print(f"\n| stage | model-call seconds, {ref} | {resolved} | ratio |\n|---|--:|--:|--:|")
+    for stage in sorted(stages[ref].keys() | stages[cand].keys()):
+        a, b = stages[ref].get(stage, 0.0), stages[cand].get(stage, 0.0)
+        print(f"| {stage} | {a:,.0f} | {b:,.0f} | {b / a:.2f} |" if a else f"| {stage} | 0 | {b:,.0f} | - |")
+    print("\n| LLM | stage | generations equal to " + ref_name + " |\n|---|---|--:|")
     for llm in llms:
-        cmp = compare_calls(dirs[args.reference], dirs[args.candidate], llm)
+        cmp = compare_calls(dirs[ref], dirs[cand], llm)
         report["llms"][llm] = cmp
         for stage, c in cmp["generate_equal"].items():
             print(f"| {llm} | {stage} | {c['equal']}/{c['shared']} ({100 * c['equal'] / max(1, c['shared']):.0f}%) |")
@@ -225,7 +287,7 @@ def main() -> None:
         print(f"| {llm} | {fmt(s)} | {fmt(t)} |")
     print("\n| table | headline values that differ | largest move | all numeric cells that differ |\n|---|--:|--:|--:|")
     for title in TABLES:
-        t = compare_table(dirs[args.reference], dirs[args.candidate], title)
+        t = compare_table(dirs[ref], dirs[cand], title)
         report["tables"][title] = t
         if t["cells"] is None:
             print(f"| {title} | {t['note']} | | |")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 # Not part of `make test` (which must fit in 15 minutes on 2 cores): `make test-benchmarks`.
 pytestmark = [pytest.mark.slow, pytest.mark.benchmarks]
@@ -148,15 +149,19 @@ def test_bm25_index_scale():
 
 
 def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
-    """--compare-only on two work directories written here: the shares, deltas and cells it prints
-    are the ones these stores and tables hold."""
+    """--compare-only on two work directories written here, the reference one given by
+    --reference-dir: the shares, deltas, seconds and cells it reports are the ones these stores,
+    logs and tables hold."""
     import sqlite3
 
     import polars as pl
 
-    runs = {"float32": (["Lima", "Oslo"], [-1.0, -2.0], 0.5), "auto": (["Lima", "Bergen"], [-1.25, -2.0], 0.75)}
-    for name, (answers, scores, cell) in runs.items():
-        workdir = tmp_path / name
+    runs = {
+        "float32": (["Lima", "Oslo"], [-1.0, -2.0], 0.5, 4.0),
+        "auto": (["Lima", "Bergen"], [-1.25, -2.0], 0.75, 2.0),
+    }
+    for name, (answers, scores, cell, seconds) in runs.items():
+        workdir = tmp_path / ("elsewhere" if name == "float32" else name)
         store = workdir / "resources" / "cache" / "generation" / "llm-a"
         store.mkdir(parents=True)
         with sqlite3.connect(store / "answer_candidates+dataset=d+llm=llm-a.sqlite") as db:
@@ -170,20 +175,64 @@ def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
                 ],
             )
         (workdir / "logs").mkdir()
-        stats = {"llm": "llm-a", "calls": {"generate": {"seconds": 4.0 if name == "float32" else 2.0}}}
-        (workdir / "logs" / "job.log").write_text(f"store_stats {json.dumps(stats)}\n")
+        lines = []
+        # an older revision's rule name (answer_gold_U) counts as answer_gold
+        for job in ("answer_candidates+dataset=d+llm=llm-a", "answer_gold_U+dataset=d+llm=llm-a"):
+            calls = {"generate": {"seconds": seconds, "made": 2, "served": 1}}
+            lines.append(f"INFO store_stats {json.dumps({'llm': 'llm-a', 'job': job, 'calls': calls})}")
+        (workdir / "logs" / "job.log").write_text("\n".join(lines) + "\n")
         (workdir / "results" / "tables").mkdir(parents=True)
-        pl.DataFrame({"llm": ["llm-a", "llm-b"], "acc": [cell, 0.25]}).write_csv(
+        pl.DataFrame({"llm": ["llm-a", "llm-b"], "correct": [cell, 0.25], "n": [10, 10]}).write_csv(
             workdir / "results" / "tables" / "table1_rag.csv"
         )
     report_path = tmp_path / "report.json"
-    out = _run("arithmetic_agreement.py", "--workdir", str(tmp_path), "--compare-only", "--json", str(report_path))
+    out = _run(
+        "arithmetic_agreement.py",
+        "--workdir",
+        str(tmp_path),
+        "--reference-dir",
+        str(tmp_path / "elsewhere"),
+        "--compare-only",
+        "--json",
+        str(report_path),
+    )
     assert "| llm-a | answer_candidates | 1/2 (50%) |" in out
+    assert "| answer_gold | 4 | 2 | 0.50 |" in out
     report = json.loads(report_path.read_text())
-    assert report["call_seconds"] == {"float32": {"llm-a": 4.0}, "auto": {"llm-a": 2.0}}
+    assert report["calls"] == {
+        "float32": {"llm-a": {"seconds": 8.0, "made": 4, "served": 2}},
+        "auto": {"llm-a": {"seconds": 4.0, "made": 4, "served": 2}},
+    }
+    assert report["stage_seconds"]["float32"] == {"answer_candidates": 4.0, "answer_gold": 4.0}
     assert report["llms"]["llm-a"]["score_abs_delta_logprob"] == {"n": 2, "mean": 0.125, "max": 0.25}
-    assert report["tables"]["Table 1"] == {"cells": 2, "differ": 1}  # the numeric cells
+    table1 = report["tables"]["Table 1"]
+    assert (table1["cells"], table1["differ"]) == (4, 1)  # the numeric cells: correct and n
+    assert (table1["headline_cells"], table1["headline_differ"], table1["headline_max_delta"]) == (2, 1, 0.25)
     assert report["tables"]["Table 2"]["cells"] is None  # written by neither run
+
+
+def test_arithmetic_agreement_runs_another_revision_from_its_own_worktree(tmp_path):
+    """--reference-rev: the reference's Snakefile, config, prompts and library come from a git
+    worktree of that revision, which materializes its own models."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import arithmetic_agreement as bench
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    tree = bench.source_tree(tmp_path, "HEAD")
+    try:
+        assert (tree / "Snakefile").is_file() and tree != REPO
+        assert bench.source_tree(tmp_path, "HEAD") == tree  # made once
+        config = bench.prepare(tmp_path / "float32@HEAD", "float32", tree)
+        cfg = yaml.safe_load(config.read_text())
+        assert {spec["dtype"] for spec in cfg["llms"].values()} == {"float32"}
+        assert all(Path(p).is_file() and Path(p).is_relative_to(tree) for p in cfg["prompts"])
+        assert not (tmp_path / "float32@HEAD" / "resources" / "models").exists()
+        # this checkout's own runs share its models
+        bench.prepare(tmp_path / "auto", "auto")
+        assert (tmp_path / "auto" / "resources" / "models").resolve() == (REPO / "resources" / "models").resolve()
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
 
 
 def test_backend_agreement_compares_two_runs_call_for_call_and_file_for_file(tmp_path):
