@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import platform
 
 import pytest
 import torch
@@ -80,18 +81,18 @@ def kernels_uncapped(monkeypatch):
 
 
 def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
-    flags = {"amx_bf16": False, "avx512f": False, "avx2": True}
+    flags = {"amx_bf16": False, "avx512_f": False, "avx2": True}  # named as torch.cpu.get_capabilities names them
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
     monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
     kernels_uncapped(monkeypatch)
     assert resolve_dtype("auto", cuda=False) == "int8"  # AVX2 only: fbgemm's int8
     assert resolve_dtype(None, cuda=False) == "float32" and resolve_dtype("float32", cuda=False) == "float32"
     assert resolve_dtype("auto", cuda=True) == "bfloat16" and resolve_dtype(None, cuda=True) == "bfloat16"
-    flags.update(avx2=True, avx512f=True)
+    flags.update(avx2=True, avx512_f=True)
     assert resolve_dtype("auto", cuda=False) == "int8"  # AVX-512 with VNNI: int8 again
     flags["amx_bf16"] = True
     assert resolve_dtype("auto", cuda=False) == "bfloat16"  # AMX: bfloat16 tiles
-    flags.update(amx_bf16=False, avx2=False, avx512f=False)
+    flags.update(amx_bf16=False, avx2=False, avx512_f=False)
     assert resolve_dtype("auto", cuda=False) == "float32"  # no fbgemm kernels (e.g. an ARM CPU)
     with pytest.raises(ValueError, match="needs an x86 CPU"):
         resolve_dtype("int8", cuda=False)
@@ -103,12 +104,26 @@ def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
     assert resolve_dtype("auto", cuda=False) == "float32"
 
 
+def test_cpu_flags_read_the_names_torch_reports(monkeypatch):
+    """torch.cpu.get_capabilities spells two flags as cpuinfo does (avx512_f, fma3): an AVX-512 CPU
+    is one, whatever its AVX2 says (the flags were read as avx512f and fma, never set, before)."""
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_f": True, "fma3": True, "avx2": False})
+    monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
+    kernels_uncapped(monkeypatch)
+    flags = cpu_arithmetic.cpu_flags()
+    assert flags["avx512f"] and flags["fma"] and not flags["avx2"]
+    assert resolve_dtype("auto", cuda=False) == "int8"  # fbgemm's AVX-512 kernels
+    monkeypatch.undo()
+    if platform.machine() in ("x86_64", "AMD64"):  # torch still names every flag we read so
+        assert set(cpu_arithmetic.TORCH_FLAG_NAMES.values()) <= set(torch.cpu.get_capabilities())
+
+
 def test_dtype_auto_follows_the_kernels_torch_was_capped_at(monkeypatch):
     """``ATEN_CPU_CAPABILITY=avx2`` and ``ONEDNN_MAX_CPU_ISA`` cap the kernels torch runs below what
     the CPU has: ``auto`` then picks what those kernels run fastest (an AVX-512 or AMX machine
     emulating an AVX2-only one, ``benchmarks/cpu_engine.py --emulate``)."""
     amx = {"amx_bf16": True, "amx_int8": True, "avx512_bf16": True, "avx512_vnni": True, "avx512f": True, "avx2": True}
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {**amx, "avx512_f": True})
     monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
     kernels_uncapped(monkeypatch)
     assert resolve_dtype("auto", cuda=False) == "bfloat16"

@@ -38,6 +38,19 @@ log = logging.getLogger(__name__)
 INT8_RECIPE = "int8-row-act-channel-weight-fbgemm-16-outliers-float32-head-int8-shortlist-float64-argmax-v4"
 
 
+# The flags that decide the arithmetic, by our names, and as torch.cpu.get_capabilities names them
+# (cpuinfo's: avx512_f, fma3).
+TORCH_FLAG_NAMES = {
+    "amx_bf16": "amx_bf16",
+    "amx_int8": "amx_int8",
+    "avx512_bf16": "avx512_bf16",
+    "avx512_vnni": "avx512_vnni",
+    "avx512f": "avx512_f",
+    "avx2": "avx2",
+    "fma": "fma3",
+}
+
+
 def cpu_flags() -> dict[str, bool]:
     """The CPU capabilities that decide the arithmetic: the CPU's own (``torch.cpu.get_capabilities``,
     torch >= 2.8; older releases report none, so float32 is chosen), less what torch's kernels were
@@ -48,11 +61,10 @@ def cpu_flags() -> dict[str, bool]:
     (``benchmarks/cpu_engine.py --emulate avx2``)."""
     capabilities = getattr(torch.cpu, "get_capabilities", None)
     found = capabilities() if capabilities is not None else {}
-    names = ("amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2", "fma")
-    flags = {name: bool(found.get(name)) for name in names}
+    flags = {name: bool(found.get(torch_name)) for name, torch_name in TORCH_FLAG_NAMES.items()}
     aten = torch.backends.cpu.get_cpu_capability()  # "AVX512", "AVX2", "DEFAULT", ... (capped by the env)
     if aten in ("AVX2", "DEFAULT", "NO AVX"):
-        flags.update({name: False for name in names if name.startswith(("avx512", "amx"))})
+        flags.update({name: False for name in flags if name.startswith(("avx512", "amx"))})
     if aten in ("DEFAULT", "NO AVX"):
         flags["avx2"] = False
     if not bfloat16_packing_supported():  # oneDNN has no bfloat16 here, or was capped below it
