@@ -142,7 +142,7 @@ def stage_seconds(workdir: Path) -> dict[str, float]:
     seconds: dict[str, float] = defaultdict(float)
     for stats in _store_stats(workdir):
         stage = re.sub(r"^answer_gold_[CU]$", "answer_gold", stats.get("job", "?").split("+", 1)[0])
-        seconds[stage] += sum(calls["seconds"] for calls in stats["calls"].values())
+        seconds[stage] += sum(calls.get("seconds", 0) for calls in stats["calls"].values())
     return dict(seconds)
 
 

@@ -123,7 +123,8 @@ def test_dtype_auto_follows_the_kernels_torch_was_capped_at(monkeypatch):
     the CPU has: ``auto`` then picks what those kernels run fastest (an AVX-512 or AMX machine
     emulating an AVX2-only one, ``benchmarks/cpu_engine.py --emulate``)."""
     amx = {"amx_bf16": True, "amx_int8": True, "avx512_bf16": True, "avx512_vnni": True, "avx512f": True, "avx2": True}
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {**amx, "avx512_f": True})
+    as_torch_names = {cpu_arithmetic.TORCH_FLAG_NAMES[name]: on for name, on in amx.items()}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: as_torch_names)
     monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
     kernels_uncapped(monkeypatch)
     assert resolve_dtype("auto", cuda=False) == "bfloat16"
