@@ -325,3 +325,19 @@ def test_materializing_reads_only_the_weights_so_a_backend_switch_reruns_nothing
             == {k: base.config["llms"][llm][k] for k in ("weights", "prompt_format")}
         )
         assert base.llm_spec(llm)["backend"] == "transformers" and vllm.llm_spec(llm)["backend"] == "vllm"
+
+
+def test_the_judge_all_overlay_changes_only_how_many_queries_are_judged():
+    """config/judge-all.yaml merged over the demo as Snakemake merges ``--configfile`` files: the
+    judgment benchmark covers every query (``max_queries`` null, as the judge jobs read it) and no
+    other key of the validated config moves."""
+    from snakemake.utils import update_config
+
+    demo_cfg = _config("config.yaml")
+    merged = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    update_config(merged, yaml.safe_load((REPO / "config" / "judge-all.yaml").read_text()))
+    validate(merged, str(REPO / "config" / "schema.yaml"))
+    check_config(merged)
+    assert demo_cfg["judgments"]["max_queries"] == 3 and merged["judgments"]["max_queries"] is None
+    merged["judgments"]["max_queries"] = 3
+    assert merged == demo_cfg
