@@ -10,7 +10,7 @@ import copy
 
 import pytest
 import yaml
-from snakemake.utils import validate
+from snakemake.utils import update_config, validate
 
 from llm_utility.data.paper import paper_datasets_of
 from llm_utility.method.judgments import counterpart
@@ -331,8 +331,6 @@ def test_the_judge_all_overlay_changes_only_how_many_queries_are_judged():
     """config/judge-all.yaml merged over the demo as Snakemake merges ``--configfile`` files: the
     judgment benchmark covers every query (``max_queries`` null, as the judge jobs read it) and no
     other key of the validated config moves."""
-    from snakemake.utils import update_config
-
     demo_cfg = _config("config.yaml")
     merged = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     update_config(merged, yaml.safe_load((REPO / "config" / "judge-all.yaml").read_text()))
