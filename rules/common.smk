@@ -20,6 +20,7 @@ from llm_utility.report.plan import ReportPlan  # noqa: E402
 from llm_utility.workflow.canonical import canonicalize_config  # noqa: E402
 from llm_utility.workflow.checks import check_config  # noqa: E402
 from llm_utility.workflow.estimates import check_job_lengths  # noqa: E402
+from llm_utility.workflow.failures import memory_kills  # noqa: E402
 from llm_utility.workflow.data_plan import DataPlan  # noqa: E402
 from llm_utility.workflow.keys import input_key  # noqa: E402
 from llm_utility.workflow.model_plan import ModelPlan  # noqa: E402
@@ -126,3 +127,11 @@ wildcard_constraints:
     corpus_shard=r"\d+",
     # A model job's query part folder (parts/2-of-4/, rules/parts.smk); empty for a whole dataset.
     part_dir=f"(?:{alternatives([part_dir(p) for p in all_parts(MODEL_PLAN)])})?",
+
+
+# --- when a run fails -----------------------------------------------------------------------------
+# A job SLURM killed for its memory fails like any other job; which one it was, and the memory it had
+# reached, is only in its SLURM log: say it where the run ends.
+onerror:
+    for kill in memory_kills(log):
+        print(f"Killed for its memory: {kill.message()}", file=sys.stderr)

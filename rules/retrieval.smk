@@ -101,9 +101,10 @@ rule build_index:
             if retriever_cfg(wc)["gpu"]
             else "../envs/encode.yaml"
         )
-    threads: 16
+    threads: RESOURCES["index"]["threads"]
     resources:
-        **RESOURCES["index"],
+        mem_mb=RESOURCES["index"]["mem_mb"],
+        runtime=RESOURCES["index"]["runtime"],
         gpu=lambda wc: retriever_cfg(wc)["gpu"],
     params:
         index_factory=lambda wc: retriever_cfg(wc)["index_factory"],

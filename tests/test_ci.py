@@ -65,6 +65,7 @@ def test_github_workflow_lints_dry_runs_and_tests_as_users_do():
         ".venv/bin/snakemake -n --configfile config/paper.yaml --sdm env-modules --profile profiles/slurm",
         "--profile profiles/kubernetes --default-storage-prefix",
         "make test-fast",
+        ".venv/bin/python -m pytest -n 0 tests/test_slurm.py",
     ]
     for command in expected:
         assert any(command == c or command in c for c in commands), f"not in {WORKFLOW.name}: {command}"

@@ -166,6 +166,15 @@ COVERED = {
         "tests/test_profiles.py",
         '_dry_run("--profile", "profiles/slurm")',
     ),
+    # The same with conda, which a dry-run never uses: test_profiles runs it with env-modules instead.
+    ("--configfile", "config/paper.yaml", "--profile", "profiles/slurm", "--sdm", "conda"): (
+        "tests/test_profiles.py",
+        '_dry_run("--profile", "profiles/slurm")',
+    ),
+    ("--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "--sdm", "conda"): (
+        "tests/test_profiles.py",
+        '_dry_run("--profile", "profiles/slurm")',
+    ),
     ("--configfile", "config/paper.yaml", "--profile", "profiles/kubernetes"): (
         "tests/test_profiles.py",
         '_dry_run("--profile", "profiles/kubernetes"',

@@ -106,6 +106,18 @@ def test_a_hosted_model_answers_as_the_jobs_own_model_after_other_work(manifest,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("variable", ["SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST"])
+def test_no_host_in_a_job_of_a_scheduler(manifest, hosts, monkeypatch, caplog, variable):
+    """A host outlives the job that starts it: in a scheduler's job the model is the job's own."""
+    monkeypatch.setenv(variable, "4711")
+    with caplog.at_level("INFO", logger="llm_utility"):
+        generator = load_generator(manifest, {**SPEC, "keep_loaded": 30}, threads=1)
+    assert not isinstance(generator, HostedGenerator)
+    assert not hosts.exists() or not any(hosts.iterdir())  # no host was started
+    assert "keep_loaded is off under" in caplog.text
+
+
+@pytest.mark.slow
 def test_jobs_side_by_side_get_a_host_each_and_later_jobs_reuse_them(manifest, hosts):
     spec = {**SPEC, "keep_loaded": 2}
     first = load_generator(manifest, spec, threads=1)

@@ -151,3 +151,20 @@ def test_paper_config_dry_runs_with_the_kubernetes_profile(tmp_path, plain_total
     shutil.copy(REPO / "config" / "prompts.yaml", tmp_path / "config")
     text = _dry_run("--profile", "profiles/kubernetes", "--default-storage-prefix", str(tmp_path))
     assert _total(text) == plain_total and f"{tmp_path}/resources/models/qwen3-32b/manifest.json" in text
+
+
+@pytest.mark.slow
+def test_every_demo_job_fits_the_machine_the_demo_is_for():
+    """The demo's `resources` are its machine's (2 CPUs, 24 GB): through profiles/slurm on such a node
+    every job fits, and two model jobs fit side by side."""
+    out = subprocess.run(
+        snakemake_cmd("-n", "--forceall", "--profile", "profiles/slurm"), cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    jobs = re.findall(r"^rule (\w+):\n((?:[ \t]+.*\n)+)", out.stdout, re.M)
+    assert len(jobs) > 50
+    for rule, body in jobs:
+        threads = int((re.search(r"^\s+threads: (\d+)$", body, re.M) or [0, 1])[1])
+        mem_mb = int(re.search(r"\bmem_mb=(\d+)", body)[1])
+        assert threads <= 2, (rule, threads)
+        assert mem_mb <= 24_000 // 2, (rule, mem_mb)

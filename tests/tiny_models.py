@@ -50,8 +50,9 @@ def _tokenizer(path: Path, chat: bool):
     return tok
 
 
-def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
-    """A random 2-layer ``arch`` ("llama": chat; "gemma3": completion) saved in ``path``."""
+def write_tiny_model(path: Path, arch: str, seed: int = 0, hidden_size: int = 32, layers: int = 2) -> Path:
+    """A random ``arch`` ("llama": chat; "gemma3": completion) of ``layers`` layers saved in ``path``.
+    A wider one (``hidden_size``) is slower: a call lasts long enough to act on it mid-way."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
     path.mkdir(parents=True, exist_ok=True)
@@ -59,9 +60,9 @@ def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
     ids = {name: tok.token_to_id(name) for name in ("<pad>", "<s>", "</s>")}
     common = dict(
         vocab_size=tok.get_vocab_size(),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=8192,
@@ -81,7 +82,7 @@ def write_tiny_model(path: Path, arch: str, seed: int = 0) -> Path:
             head_dim=8,
             query_pre_attn_scalar=8,
             sliding_window=64,
-            layer_types=["sliding_attention", "full_attention"],
+            layer_types=["sliding_attention", "full_attention"] * (layers // 2) + ["sliding_attention"] * (layers % 2),
             initializer_range=0.2,
         )
         model = Gemma3ForCausalLM(config)

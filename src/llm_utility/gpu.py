@@ -137,13 +137,21 @@ def scheduler_isolation(n: int, env: Mapping[str, str] | None = None) -> str | N
         raise GpuLeaseError(f"{LEASE_MODE_ENV}={mode!r}; expected one of {LEASE_MODES}")
     if mode != "auto":
         return None if mode == "always" else f"{LEASE_MODE_ENV}=never"
-    if env.get("SLURM_JOB_ID"):
-        scheduler = "SLURM"
-    elif env.get("KUBERNETES_SERVICE_HOST"):
-        scheduler = "Kubernetes"
-    else:
+    scheduler = job_scheduler(env)
+    if scheduler is None:
         return None
     return scheduler if len(visible_devices()) == n else None
+
+
+def job_scheduler(env: Mapping[str, str] | None = None) -> str | None:
+    """The scheduler this process runs under, by the variable it sets in every job: ``SLURM_JOB_ID``
+    (SLURM), ``KUBERNETES_SERVICE_HOST`` (every Kubernetes pod); None outside one."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_JOB_ID"):
+        return "SLURM"
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return "Kubernetes"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------

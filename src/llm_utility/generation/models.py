@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import time
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..gpu import job_scheduler
 from ..io import write_text
 from ..weights import (
     content_fingerprint,
@@ -40,6 +42,8 @@ from ..weights import (
 from .backends import load_backend
 from .generator import Generator
 from .specs import BACKENDS, normalize_spec
+
+log = logging.getLogger("llm_utility")
 
 MANIFEST = "manifest.json"
 # Bump when the materialized layout or the fingerprint recipe changes: old manifests are then rebuilt.
@@ -355,7 +359,8 @@ def load_generator(
     ``threads`` sets the CPU threads of the transformers backend and of vLLM on a CPU (None: their defaults).
     The hub is switched off first (``HF_HUB_OFFLINE=1``): weights come from the materialized folder.
     With ``keep_loaded`` in the spec, the model lives in a model host shared by the jobs of a run
-    (``host.HostedGenerator``, the same outputs); its generator is returned instead.
+    (``host.HostedGenerator``, the same outputs); its generator is returned instead. Not in a job of
+    a scheduler (SLURM, Kubernetes: ``gpu.job_scheduler``), where the host would outlive the job.
     """
     go_offline()
     if not isinstance(manifest, Mapping):
@@ -363,7 +368,12 @@ def load_generator(
         manifest = json.loads(path.read_text(encoding="utf-8"))
         if manifest.get("materialized") and (path.resolve().parent / "config.json").is_file():
             manifest["load_path"] = str(path.resolve().parent)
-    if spec.get("keep_loaded"):
+    scheduler = job_scheduler()
+    if spec.get("keep_loaded") and scheduler:
+        # A host outlives the job that starts it, outside every job's CPUs and memory, and under a
+        # scheduler nothing stops it: the model is loaded in this job instead.
+        log.info("%s: keep_loaded is off under %s: the model is loaded in this job", manifest.get("slug"), scheduler)
+    elif spec.get("keep_loaded"):
         normalize_spec(spec, manifest.get("slug", "model"))  # a bad spec fails here, not in the host
         from .host import HostedGenerator
 
