@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from llm_utility.generation.host import HOST_DIR_ENV
 from tiny_models import write_tiny_model
 from workflow_runner import REPO, snakemake_cmd
 
@@ -256,14 +257,17 @@ def slice_runs(slurm, models, tmp_path_factory):
     gpu = tmp_path_factory.mktemp("gpu-rule")
     memory = tmp_path_factory.mktemp("over-memory")
     local_cfg, remote_cfg = _slice_config(local, models), _slice_config(remote, models)
-    hosts_before = _model_hosts()
+    # Model hosts the SLURM run's jobs would start go here (this run's own folder); the local run,
+    # as `make demo` does, starts hosts, which idle for a while after it.
+    hosts = tmp_path_factory.mktemp("hosts") / "slurm-run"
+    remote_env = SimpleNamespace(env={**slurm.env, HOST_DIR_ENV: str(hosts)})
     started = time.monotonic()
     accounting = subprocess.Popen(
         [str(CLUSTER), "accounting-db"], env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     faults = _Faults(slurm, remote)
     faults.start()
-    proc = _run(slurm, remote, *TABLE1, "--configfile", str(remote_cfg))
+    proc = _run(remote_env, remote, *TABLE1, "--configfile", str(remote_cfg))
     gpu_proc = _run(slurm, gpu, snakefile=GPU_SNAKEFILE)
     local_rc, local_out = _run_local(local, *TABLE1, "--configfile", str(local_cfg))
     local_seconds = time.monotonic() - started
@@ -299,7 +303,7 @@ def slice_runs(slurm, models, tmp_path_factory):
         accounting_rc=accounting.returncode,
         accounting_out=accounting_out,
         faults=faults,
-        hosts_before=hosts_before,
+        hosts=hosts,
         seconds=seconds,
         local_seconds=local_seconds,
     )
@@ -402,17 +406,18 @@ def test_a_requeued_job_finishes_once(slurm, slice_runs):
     assert len(finished) == 1 and "Error in rule answer_reask" not in s.out
 
 
-def _model_hosts() -> set[int]:
-    """PIDs of the processes serving model hosts (llm_utility.generation.host)."""
-    pids = set()
+def _model_hosts(host_dir: Path) -> list[int]:
+    """PIDs of the processes serving model hosts from ``host_dir`` (the run's $LLM_UTILITY_HOST_DIR)."""
+    pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+                cmdline = (proc / "cmdline").read_bytes()
+                environ = (proc / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"llm_utility.generation.host" in cmdline:
-                pids.add(int(proc.name))
+            if b"llm_utility.generation.host" in cmdline and f"{HOST_DIR_ENV}={host_dir}".encode() in environ:
+                pids.append(int(proc.name))
     return pids
 
 
@@ -421,7 +426,8 @@ def test_no_model_host_outlives_the_slice(slice_runs):
     assert s.rc == 0, s.out[-3000:]
     spec = yaml.safe_load((s.remote / "slice.yaml").read_text())["llms"][LLM]
     assert spec["keep_loaded"]  # the demo's setting: hosts, were it not for the scheduler
-    assert _model_hosts() <= s.hosts_before
+    assert _model_hosts(s.hosts) == []
+    assert not s.hosts.exists() or not any(s.hosts.iterdir())  # none was ever started
     log = (s.remote / "logs" / CANDIDATES / DATASET / f"{LLM}.log").read_text()
     assert "keep_loaded is off under SLURM" in log
 
