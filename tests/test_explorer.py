@@ -217,8 +217,9 @@ _PROBE = """<script>
   const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
   const out = { width: innerWidth, scrollWidth: document.documentElement.scrollWidth, headers: {}, counts: {} };
   for (const th of document.querySelectorAll("table#explorer thead th")) out.headers[th.textContent.trim()] = box(th);
-  out.legend = document.querySelector("#legend").innerText;
-  out.legendBox = box(document.querySelector("#legend"));
+  const legend = document.querySelector("#legend");
+  out.legend = legend ? legend.innerText : "";
+  out.legendBox = legend ? box(legend) : null;
   out.groups = [...document.querySelectorAll("table#explorer tr.dtrg-group")].map((g) => g.innerText);
   out.rows = rows().map((tr) => ({ text: tr.innerText, box: box(tr), textCell: box(tr.lastElementChild) }));
   const choose = (name, value) => {
