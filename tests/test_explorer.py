@@ -11,7 +11,7 @@ import subprocess
 import polars as pl
 import pytest
 
-from llm_utility.report.explorer import explorer_display, explorer_html, explorer_table, judged_queries
+from llm_utility.report.explorer import explorer_display, explorer_html, explorer_table, judged_queries, query_heads
 from llm_utility.schemas import CANDIDATES_SCHEMA
 
 LLMS = ["small", "big"]
@@ -141,7 +141,8 @@ def test_the_display_s_cells():
     candidates = candidates.with_columns(
         pl.when(pl.col("pid") == "p2").then(pl.lit("<b>bold</b> & co")).otherwise(pl.col("text")).alias("text")
     )
-    shown = explorer_display(explorer_table(candidates, *rest, llms=LLMS), LLMS)
+    table = explorer_table(candidates, *rest, llms=LLMS)
+    shown = explorer_display(table, LLMS)
     assert shown.columns == [
         "query",
         "passage",
@@ -156,10 +157,7 @@ def test_the_display_s_cells():
     ]
     row = {r["passage text"].split("</b>")[0].split("<b>")[-1]: r for r in shown.iter_rows(named=True)}
     p1, p2, p9, p3 = row["Paris"], row["France"], row["Hobbit"], row["Tuvalu"]
-    assert (
-        _text(p1["query"])
-        == "q1 Capital of France? gold: Paris small, no passage: ✗ none-q1 big, no passage: ✓ none-q1"
-    )
+    assert _text(p1["query"]) == "q1 Capital of France? gold: Paris"  # what the search reads
     assert (
         _text(p1["passage"]) == "C #1"
         and _text(p2["passage"]) == "C #2 human"
@@ -169,16 +167,21 @@ def test_the_display_s_cells():
     assert _text(p1["small: with this passage"]) == "✓ with-p1 G(C) · G(U) · selected: listwise_pa, pointwise"
     assert _text(p1["big: with this passage"]) == "✓ with-p1 ranks: likelihood 2"
     assert _text(p2["small: with this passage"]) == "✗ with-p2"  # judged, no mark
-    # q2 is past the judged queries: its header and its marks say so; its gold sets still show.
-    assert _text(p3["query"]).endswith(
-        "not judged: past the first query (judgments.max_queries) "
-        "small, no passage: ✗ none-q2 big, no passage: ✗ none-q2"
-    )
+    # q2 is past the judged queries: its marks say so; its gold sets still show.
     assert _text(p3["small: with this passage"]) == "✓ with-p3 G(C) · G(U) · not judged"
     # The data is escaped: a passage's markup shows as text.
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in p2["passage text"] and "<b>bold" not in p2["passage text"]
     assert (p1["useful to llms"], p3["useful to llms"], p2["useful to llms"]) == ("|small|", "|small|big|", "||")
     assert shown["row"].to_list() == list(range(shown.height)) and shown["query order"].to_list() == [0, 1, 1, 1, 2]
+    # One header per query, in the page's order (query order 0, 1, 2); q2 and q3 say they were not judged.
+    heads = [_text(h) for h in query_heads(table, LLMS)]
+    assert heads == [
+        "q2 Capital of Tuvalu? gold: Funafuti not judged: past the first query (judgments.max_queries) "
+        "small, no passage: ✗ none-q2 big, no passage: ✗ none-q2",
+        "q1 Capital of France? gold: Paris small, no passage: ✗ none-q1 big, no passage: ✓ none-q1",
+        "q3 x gold: y not judged: past the first query (judgments.max_queries) "
+        "small, no passage: ✗ none-q3 big, no passage: ✗ none-q3",
+    ]
 
 
 def test_a_standalone_page_that_works_offline():

@@ -22,11 +22,19 @@ only (``judgments.max_queries``); a passage of another query has no mark there.
 The table's size is bounded by ``max_queries`` (the first queries of the dataset, in its order): at
 paper scale a dataset of thousands of queries times 20+ passages would make an HTML page of hundreds
 of MB, so the explorer shows a sample.
+
+``explorer_html`` lays the table out as a page that explains itself and fits a laptop screen: a
+heading (dataset, LLMs, what a row is, which queries were judged) and a legend of every column and
+mark, then the rows grouped under a header per query (``query_heads``: question, gold answers, each
+LLM's answer with no passage, "not judged" past ``judgments.max_queries``), one column per LLM (its
+answer with the passage, the passage's marks), the passage text in what the fixed-width columns
+leave, every cell cut to two or three lines, and filters by LLM and by agreement class.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Mapping, Sequence
 
 import polars as pl
@@ -150,8 +158,8 @@ AGREEMENT_CLASSES = {
 }
 
 # The page's columns beside the LLMs' (one each, "<llm>: with this passage"), in their order.
-# Hidden: "query" (the header of each query's group of rows), the order of rows and queries, and
-# what the filters read.
+# Hidden: "query" (its id, question and gold answers, for the search), the order of rows and
+# queries, and what the filters read.
 _SHOWN = ("passage", "useful to")
 _HIDDEN = ("query", "row", "query order", "useful to llms", "agreement class")
 
@@ -180,8 +188,6 @@ def _marks(row: Mapping, llm: str) -> str:
 
 
 def _query_head(row: Mapping, llms: Sequence[str], not_judged: str) -> str:
-    """The header of a query's rows: what is the same on all of them (question, gold answers, each
-    LLM's answer with no passage, whether it was judged), one line each."""
     head = (
         f'<div class="qhead"><span class="qid">{_esc(row["qid"])}</span> <b class="line">{_esc(row["question"])}</b> '
         f'<span class="gold line">gold: {_esc(" | ".join(row["answers"] or []))}</span>'
@@ -227,17 +233,18 @@ def explorer_display(table: pl.DataFrame, llms: Sequence[str]) -> pl.DataFrame:
     """The explorer as the page shows it, one HTML cell per column (text escaped): ``passage``
     (``C #rank`` or ``U only``, ``human``), ``useful to`` (``all``, ``<llm> only``, ``<llms>``,
     ``none``), per LLM ``<llm>: with this passage`` (✓/✗ and its answer, then the passage's marks
-    for that LLM) and ``passage text``; hidden: ``query`` (the header of the query's rows), the rows'
-    and queries' order, and the ``useful to llms`` (``|a|b|``) and ``agreement class`` (a key of
-    ``AGREEMENT_CLASSES``) the page's filters read."""
-    note = _not_judged(judged_queries(table))
+    for that LLM) and ``passage text``; hidden: ``query`` (its id, question and gold answers, which
+    the search reads), the rows' and queries' order, and the ``useful to llms`` (``|a|b|``) and
+    ``agreement class`` (a key of ``AGREEMENT_CLASSES``) the page's filters read. The header of each
+    query's rows is ``query_heads``'."""
     query_order: dict[str, int] = {}
     rows = []
     for i, row in enumerate(table.iter_rows(named=True)):
         passage = _esc(f"C #{row['rank']}" if row["in_C"] else "U only")
         if row["human"]:
             passage += '<br><span class="human">human</span>'
-        cells = {"query": _query_head(row, llms, note), "passage": passage, "useful to": _esc(_useful_label(row, llms))}
+        query = f"{row['qid']} {row['question']} gold: {' | '.join(row['answers'] or [])}"
+        cells = {"query": _esc(query), "passage": passage, "useful to": _esc(_useful_label(row, llms))}
         for llm in llms:
             answer = _answer(row[_key(llm, "passage")], row[_key(llm, "passage correct")])
             cells[f"{llm}: with this passage"] = (
@@ -255,6 +262,16 @@ def explorer_display(table: pl.DataFrame, llms: Sequence[str]) -> pl.DataFrame:
     columns = ["query", *_SHOWN, *(f"{llm}: with this passage" for llm in llms), "passage text", *_HIDDEN[1:]]
     schema = {c: pl.Int64 if c in ("row", "query order") else pl.String for c in columns}
     return pl.DataFrame(rows, schema=schema)
+
+
+def query_heads(table: pl.DataFrame, llms: Sequence[str]) -> list[str]:
+    """The header of each query's rows, in the page's query order (HTML, text escaped): what is the
+    same on all of them, the question, gold answers, each LLM's answer with no passage and whether
+    the query was judged, a line each. Written once per query, where a column would repeat it on
+    every row."""
+    note = _not_judged(judged_queries(table))
+    firsts = table.unique("qid", keep="first", maintain_order=True)
+    return [_query_head(row, llms, note) for row in firsts.iter_rows(named=True)]
 
 
 # The page fits a laptop screen (1,400 px): fixed column widths (the passage text takes what the
@@ -366,7 +383,7 @@ def _legend(llms: Sequence[str]) -> str:
         (
             "filters",
             "Useful to, Agreement: the passages useful to that LLM, or to all / one only / none; "
-            "Search: any column, the question included",
+            "Search: every column, and the query's id, question and gold answers",
         ),
     ]
     cells = "".join(f"<dt>{_esc(term)}</dt><dd>{text}</dd>" for term, text in items)
@@ -435,6 +452,8 @@ def explorer_html(
     per_llm = [at[f"{llm}: with this passage"] for llm in llms]
     hidden = [at[name] for name in _HIDDEN]
     script = _PAGE_JS.replace("USEFUL", str(at["useful to llms"])).replace("KIND", str(at["agreement class"]))
+    heads = json.dumps(query_heads(table, llms))
+    head = f"function (rows) {{ return {heads}[rows.data()[0][{at['query order']}]]; }}"
     title = f"{dataset}: the examples behind the numbers"
     body = to_html_datatable(
         shown,
@@ -449,8 +468,8 @@ def explorer_html(
         maxBytes=0,
         columnDefs=[
             {"targets": hidden, "visible": False},
-            # The query's header is searched (its question, answers, id); the order and the filters'
-            # columns are not (a search for "3" would find every third row).
+            # The query column is searched (its id, question, gold answers); the orders and the
+            # filters' columns are not (a search for "3" would find row 3 of every page).
             {"targets": hidden[1:], "searchable": False},
             {"targets": at["passage"], "width": "6%"},
             {"targets": at["useful to"], "width": "8%"},
@@ -462,7 +481,8 @@ def explorer_html(
                 for i in (at["useful to"], *per_llm, at["passage text"])
             ),
         ],
-        rowGroup={"dataSrc": at["query"]},
+        # Rows grouped under their query's header, written once per query.
+        rowGroup={"dataSrc": at["query order"], "startRender": JavascriptFunction(head)},
         order=[[at["query order"], "asc"], [at["row"], "asc"]],
         show_dtypes=False,
         layout={
@@ -472,7 +492,8 @@ def explorer_html(
             "bottomEnd": "paging",
         },
         language={"info": "rows _START_ to _END_ of _TOTAL_", "lengthMenu": "_MENU_ rows a page"},
-        # Wired on the first draw: itables (2.x) drops an initComplete of its caller's.
+        # Wired on the first draw: itables 2.9 takes initComplete out of the options before it
+        # evaluates their JavaScript, so a JavaScript initComplete never becomes a function.
         drawCallback=JavascriptFunction(script),
         display_logo_when_loading=False,
         # One table per page: a fixed id, where itables draws a random one, so the same table
