@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -9,7 +11,7 @@ import subprocess
 import polars as pl
 import pytest
 
-from llm_utility.report.explorer import explorer_display, explorer_html, explorer_table
+from llm_utility.report.explorer import explorer_display, explorer_html, explorer_table, judged_queries, query_heads
 from llm_utility.schemas import CANDIDATES_SCHEMA
 
 LLMS = ["small", "big"]
@@ -112,69 +114,298 @@ def test_one_row_per_query_and_passage_with_every_llm_s_answers_and_marks():
     assert row["p3"]["agreement"] == "useful to all" and row["p2"]["agreement"] == "useful to none"
 
 
-def test_the_display_reads_as_text():
-    shown = explorer_display(explorer_table(*_frames(), llms=LLMS), LLMS)
-    first = dict(zip(shown.columns, shown.row(1)))  # q1, p1
-    assert first["passage"] == "C #1" and first["human"] == "" and first["gold answers"] == "Paris"
-    assert first["small: no passage"] == "✗ none-q1" and first["small: this passage"] == "✓ with-p1"
-    assert first["big: no passage"] == "✓ none-q1"
-    assert first["small: marks"] == "G(C) G(U) selected: listwise_pa, pointwise"
-    assert first["big: marks"] == "ranks: likelihood 2"
-    assert first["text"] == "Paris: Paris is the capital of France."
-    assert shown.filter(pl.col("passage") == "U only").height == 1
+def test_a_query_past_the_judged_ones_is_marked_not_judged():
+    # _frames' judgments and rankings cover q1 alone: q2 and q3 are past judgments.max_queries.
+    table = explorer_table(*_frames(), llms=LLMS)
+    assert dict(table.select("qid", "judged").unique().iter_rows()) == {"q1": True, "q2": False, "q3": False}
+    assert judged_queries(table) == 1
+    assert dict(table.select("pid", "agreement class").iter_rows()) == {
+        "p1": "one",
+        "p2": "none",
+        "p9": "none",
+        "p3": "all",
+        "p4": "none",
+    }
+    # With no judgment nor ranking at all, no query is judged.
+    candidates, queries, answers, gold, _, _ = _frames()
+    assert not explorer_table(candidates, queries, answers, gold, {}, {}, LLMS)["judged"].any()
+
+
+def _text(cell: str) -> str:
+    """A cell as the browser shows its text: tags dropped, entities read."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.sub(r"<br>|</div>", " ", cell)))).strip()
+
+
+def test_the_display_s_cells():
+    candidates, *rest = _frames()
+    candidates = candidates.with_columns(
+        pl.when(pl.col("pid") == "p2").then(pl.lit("<b>bold</b> & co")).otherwise(pl.col("text")).alias("text")
+    )
+    table = explorer_table(candidates, *rest, llms=LLMS)
+    shown = explorer_display(table, LLMS)
+    assert shown.columns == [
+        "query",
+        "passage",
+        "useful to",
+        "small: with this passage",
+        "big: with this passage",
+        "passage text",
+        "row",
+        "query order",
+        "useful to llms",
+        "agreement class",
+    ]
+    row = {r["passage text"].split("</b>")[0].split("<b>")[-1]: r for r in shown.iter_rows(named=True)}
+    p1, p2, p9, p3 = row["Paris"], row["France"], row["Hobbit"], row["Tuvalu"]
+    assert _text(p1["query"]) == "q1 Capital of France? gold: Paris"  # what the search reads
+    assert (
+        _text(p1["passage"]) == "C #1"
+        and _text(p2["passage"]) == "C #2 human"
+        and _text(p9["passage"]) == "U only human"
+    )
+    assert [_text(r["useful to"]) for r in (p1, p2, p3)] == ["small only", "none", "all"]
+    assert _text(p1["small: with this passage"]) == "✓ with-p1 G(C) · G(U) · selected: listwise_pa, pointwise"
+    assert _text(p1["big: with this passage"]) == "✓ with-p1 ranks: likelihood 2"
+    assert _text(p2["small: with this passage"]) == "✗ with-p2"  # judged, no mark
+    # q2 is past the judged queries: its marks say so; its gold sets still show.
+    assert _text(p3["small: with this passage"]) == "✓ with-p3 G(C) · G(U) · not judged"
+    # The data is escaped: a passage's markup shows as text.
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in p2["passage text"] and "<b>bold" not in p2["passage text"]
+    assert (p1["useful to llms"], p3["useful to llms"], p2["useful to llms"]) == ("|small|", "|small|big|", "||")
+    assert shown["row"].to_list() == list(range(shown.height)) and shown["query order"].to_list() == [0, 1, 1, 1, 2]
+    # One header per query, in the page's order (query order 0, 1, 2); q2 and q3 say they were not judged.
+    heads = [_text(h) for h in query_heads(table, LLMS)]
+    assert heads == [
+        "q2 Capital of Tuvalu? gold: Funafuti not judged: past the first query (judgments.max_queries) "
+        "small, no passage: ✗ none-q2 big, no passage: ✗ none-q2",
+        "q1 Capital of France? gold: Paris small, no passage: ✗ none-q1 big, no passage: ✓ none-q1",
+        "q3 x gold: y not judged: past the first query (judgments.max_queries) "
+        "small, no passage: ✗ none-q3 big, no passage: ✗ none-q3",
+    ]
 
 
 def test_a_standalone_page_that_works_offline():
     pytest.importorskip("itables")
-    html = explorer_html(explorer_table(*_frames(), llms=LLMS), LLMS, "wf-single: the examples behind the numbers")
-    assert html.startswith("<!DOCTYPE html>") and "useful to small only" in html
+    table = explorer_table(*_frames(), llms=LLMS)
+    page = explorer_html(table, LLMS, "wf-single", total_queries=7)
+    assert page.startswith("<!DOCTYPE html>") and "<h1>wf-single: the examples behind the numbers</h1>" in page
+    about = _text(page[page.index("<p>") : page.index("</p>")])
+    assert about.startswith("LLMs: small, big. A row is one candidate passage of a query")
+    assert "Shown: the first 3 of the dataset's 7 queries (report.explorer_queries), 5 rows." in about
+    assert about.endswith(
+        "2 of them read not judged: judgments and rankings ran on the first query only (judgments.max_queries)."
+    )
+    assert '<details id="legend" open>' in page
     # DataTables is inlined: no script, stylesheet or module is fetched from the network.
-    assert not re.search(r"""src=["']?https?:|<link[^>]*href=["']?https?:|import [^;]* from ["']https?:""", html), (
+    assert not re.search(r"""src=["']?https?:|<link[^>]*href=["']?https?:|import [^;]* from ["']https?:""", page), (
         "a network fetch"
     )
-    assert "<table" in html and len(html) > 500_000  # the DataTables bundle, base64
+    assert "<table" in page and len(page) > 500_000  # the DataTables bundle, base64
     # The same table makes the same page, byte for byte (itables would draw a random table id).
-    assert html == explorer_html(
-        explorer_table(*_frames(), llms=LLMS), LLMS, "wf-single: the examples behind the numbers"
-    )
+    assert page == explorer_html(explorer_table(*_frames(), llms=LLMS), LLMS, "wf-single", total_queries=7)
 
 
 def _chromium() -> str | None:
     return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 
 
+# Run in the page once DataTables has drawn it: the layout at the window's size, the legend, the
+# query headers, then the rows each filter keeps, a search, a hover and a click; written into the DOM
+# for --dump-dom to return.
+_PROBE = """<script>
+(function probe() {
+  const rows = () => [...document.querySelectorAll("table#explorer tbody tr:not(.dtrg-group)")]
+    .filter((tr) => !tr.querySelector(".dt-empty"));
+  if (!document.querySelector("table#explorer.dataTable") || !rows().length) return setTimeout(probe, 50);
+  const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+  const out = { width: innerWidth, scrollWidth: document.documentElement.scrollWidth, headers: {}, counts: {} };
+  for (const th of document.querySelectorAll("table#explorer thead th")) out.headers[th.textContent.trim()] = box(th);
+  const legend = document.querySelector("#legend");
+  out.legend = legend ? legend.innerText : "";
+  out.legendBox = legend ? box(legend) : null;
+  out.groups = [...document.querySelectorAll("table#explorer tr.dtrg-group")].map((g) => g.innerText);
+  out.rows = rows().map((tr) => ({ text: tr.innerText, box: box(tr), textCell: box(tr.lastElementChild) }));
+  const choose = (name, value) => {
+    const select = document.querySelector(`select[name="${name}"]`);
+    select.value = value;
+    select.dispatchEvent(new Event("change"));
+  };
+  for (const [llm, kind] of COMBOS) {
+    choose("useful-to", llm);
+    choose("agreement", kind);
+    out.counts[llm + "/" + kind] = rows().map((tr) => tr.lastElementChild.querySelector("b").textContent);
+  }
+  choose("useful-to", "");
+  choose("agreement", "");
+  const search = document.querySelector(".dt-search input");
+  search.value = "Capital of France";
+  search.dispatchEvent(new Event("input"));
+  out.searched = rows().length;
+  search.value = "";
+  search.dispatchEvent(new Event("input"));
+  const long = rows().find((tr) => tr.innerText.includes("LONG"));
+  const cut = long.lastElementChild.querySelector(".cut");
+  cut.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+  out.hoverTitle = cut.title;
+  long.lastElementChild.click();
+  out.openedHeight = long.getBoundingClientRect().height;
+  out.openedClass = long.className;
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.append(pre);
+})();
+</script>"""
+
+_WIDTH, _HEIGHT = 1400, 900
+
+
+def _long_frames():
+    """_frames with a long passage (p2), a long answer and a long gold answer list: what made the
+    page too wide and its rows too tall."""
+    candidates, queries, answers, gold, judgments, rankings = _frames()
+    long_text = "LONG " + " ".join(f"word{i}" for i in range(250))
+    candidates = candidates.with_columns(
+        pl.when(pl.col("pid") == "p2").then(pl.lit(long_text)).otherwise(pl.col("text")).alias("text")
+    )
+    queries = queries.with_columns(
+        pl.when(pl.col("qid") == "q1")
+        .then(pl.lit([f"Paris alias {i}" for i in range(40)]))
+        .otherwise(pl.col("answers"))
+        .alias("answers")
+    )
+    single = answers["small"]["single"]
+    answers["small"]["single"] = single.with_columns(
+        pl.when(pl.col("pids").list.first() == "p2")
+        .then(pl.lit("an answer that goes on " * 15))
+        .otherwise(pl.col("output"))
+        .alias("output")
+    )
+    return (candidates, queries, answers, gold, judgments, rankings), long_text
+
+
 @pytest.mark.slow
-def test_the_page_loads_and_searches_in_headless_chromium(tmp_path):
-    """The standalone page in a real browser, offline: DataTables draws every row, the search keeps
-    only the passages useful to one LLM, and a screenshot is drawn."""
+def test_the_page_at_1400_px_in_headless_chromium(tmp_path):
+    """The standalone page in a real browser, offline, in a 1,400 x 900 window: the heading and the
+    legend on screen, the passage text column inside the window, rows a few lines tall (a long cell
+    opens on a click, its full text on hover), and the filters and search keep the rows they say."""
     pytest.importorskip("itables")
+    Image = pytest.importorskip("PIL.Image")
     browser = _chromium()
     if browser is None:
         pytest.skip("no headless Chromium (apt-get install chromium)")
-    table = explorer_table(*_frames(), llms=LLMS)
+    frames, long_text = _long_frames()
+    table = explorer_table(*frames, llms=LLMS)
+    page = explorer_html(table, LLMS, "wf-single")
+    combos = [
+        ["", ""],
+        ["small", ""],
+        ["big", ""],
+        ["", "one"],
+        ["", "all"],
+        ["", "none"],
+        ["small", "one"],
+        ["big", "one"],
+        ["small", "none"],
+    ]
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    probed = page.replace("</body>", _PROBE.replace("COMBOS", json.dumps(combos)) + "</body>")
+    (tmp_path / "probed.html").write_text(probed, encoding="utf-8")
 
-    def dom(name: str, **options) -> str:
-        page = tmp_path / f"{name}.html"
-        page.write_text(explorer_html(table, LLMS, "explorer", **options), encoding="utf-8")
-        args = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000"]
-        subprocess.run(
-            [*args, "--window-size=1600,900", f"--screenshot={tmp_path / name}.png", page.as_uri()],
+    def chromium(*args: str, name: str) -> str:
+        out = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--virtual-time-budget=10000",
+                f"--window-size={_WIDTH},{_HEIGHT}",
+                *args,
+                (tmp_path / name).as_uri(),
+            ],
             capture_output=True,
+            text=True,
             timeout=120,
         )
-        out = subprocess.run([*args, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
         return out.stdout
 
-    def rows(text: str) -> list[str]:
-        body = text[text.index("<tbody") : text.index("</tbody>")]
-        return [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[ >].*?</tr>", body, re.S)]
-
-    every = dom("every")
-    assert 'class="dt-container' in every and "dt-search" in every  # DataTables ran
-    assert len(rows(every)) == table.height == 5
-    only = rows(dom("only", search={"search": "small only"}))
-    assert len(only) == 1 and "useful to small only" in only[0] and "Capital of France?" in only[0]
-    assert (tmp_path / "every.png").stat().st_size > 10_000
+    chromium(f"--screenshot={tmp_path / 'page.png'}", name="page.html")
+    dom = chromium("--dump-dom", name="probed.html")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the probe did not run: DataTables did not draw the table"
+    probe = json.loads(html.unescape(found.group(1)))
+    assert probe["width"] == _WIDTH
+    # Nothing off-screen to the right; the passage text column inside the window, and wide.
+    assert probe["scrollWidth"] <= _WIDTH
+    left, top, right, _ = probe["headers"]["passage text"]
+    assert right <= _WIDTH and right - left >= 0.4 * _WIDTH and top < _HEIGHT
+    for llm in LLMS:
+        assert probe["headers"][f"{llm}: with this passage"][2] <= _WIDTH
+    # The legend names every column and mark, above the table, on the first screen.
+    for mark in (
+        "C #3",
+        "U only",
+        "human",
+        "useful to",
+        "one LLM only",
+        "useful to none",
+        "G(C)",
+        "G(U)",
+        "selected",
+        "ranks",
+        "not judged",
+        "✓",
+        "✗",
+        "with this passage",
+        "passage text",
+    ):
+        assert mark in probe["legend"], mark
+    assert probe["legendBox"][3] < top
+    # One header per query; those past the judged ones say so.
+    assert len(probe["groups"]) == 3
+    by_query = {g.split()[0]: g for g in probe["groups"]}
+    assert "not judged" not in by_query["q1"] and "not judged: past the first query" in by_query["q2"]
+    assert "not judged" in by_query["q3"]
+    # Compact rows, the long passage's too; it opens on a click; hovering its text shows it whole.
+    heights = [r["box"][3] - r["box"][1] for r in probe["rows"]]
+    assert len(heights) == 5 and max(heights) <= 90, heights
+    assert probe["openedHeight"] > 150, (probe["openedClass"], probe["openedHeight"])
+    assert probe["hoverTitle"] == f"France {long_text}"
+    # Each filter keeps the passages useful to that LLM (in its G(U)) / to every, one, no LLM: counted
+    # here from the gold sets themselves.
+    useful: dict[str, set[str]] = {}
+    for (llm, cands), frame in frames[3].items():
+        if cands == "U":
+            for pid in frame["pid"]:
+                useful.setdefault(pid, set()).add(llm)
+    kind = {pid: "none" for pid in table["pid"]} | {
+        pid: "all" if len(who) == len(LLMS) else "one" for pid, who in useful.items()
+    }
+    title = dict(table.select("pid", "title").iter_rows())
+    for llm, agreement in combos:
+        expected = [
+            title[pid]
+            for pid in table["pid"]
+            if (not llm or llm in useful.get(pid, set())) and (not agreement or kind[pid] == agreement)
+        ]
+        assert probe["counts"][f"{llm}/{agreement}"] == expected, (llm, agreement)
+    assert probe["counts"]["small/one"] == ["Paris"] and probe["counts"]["/all"] == ["Tuvalu"]
+    assert probe["counts"]["big/one"] == [] and len(probe["counts"]["/"]) == 5
+    assert probe["searched"] == 3  # q1's rows: its question is in their header
+    # The screenshot shows the table's text where the DOM puts it: dark pixels in the passage text
+    # of the first row, inside the 1,400 px window.
+    shot = Image.open(tmp_path / "page.png").convert("L")
+    assert shot.size == (_WIDTH, _HEIGHT)
+    x0, y0, x1, y1 = (int(v) for v in probe["rows"][0]["textCell"])
+    assert y1 <= _HEIGHT, "the first row is below the first screen"
+    dark = sum(shot.crop((x0, y0, x1, y1)).histogram()[:100])  # pixels darker than 100 of 255
+    assert dark > 200, dark
 
 
 def test_the_job_reads_the_workflow_s_files_and_writes_the_page(tmp_path):

@@ -479,9 +479,10 @@ def explorer_job(
     by_llm: dict[str, dict[str, pl.DataFrame]] = {}
     for (_, llm, context), path in answers.items():
         by_llm.setdefault(llm, {})[context] = read_table(path)
+    dataset_queries = read_queries(queries)[dataset]
     table = explorer_table(
         read_table(candidates, CANDIDATES_SCHEMA),
-        read_queries(queries)[dataset],
+        dataset_queries,
         by_llm,
         {(llm, c): frame for (_, llm, c), frame in read_gold(gold).items()},
         # Only the columns the explorer shows (a table of an earlier run lacks later columns).
@@ -490,5 +491,5 @@ def explorer_job(
         llms,
         max_queries,
     )
-    write_text(explorer_html(table, llms, f"{dataset}: the examples behind the numbers"), html)
+    write_text(explorer_html(table, llms, dataset, total_queries=dataset_queries.height), html)
     _log.info("explorer: %s rows (%s queries) -> %s", table.height, table["qid"].n_unique(), html)
