@@ -540,7 +540,7 @@ def test_findings_md_and_html_open_with_the_summary_then_one_legend_line_per_ver
     assert list(legend) == [*F.VERDICTS, "by construction", "not run"]
     assert {e["verdict"] for e in entries} <= set(legend)
     assert legend["too few queries"].startswith("fewer than 10 queries (report.min_queries)")
-    assert legend["inconclusive"].startswith("the interval contains `expected`")
+    assert legend["inconclusive"].startswith("it contains `expected`")
     html = F.findings_html(entries, RS, ["a"])
     assert (
         html.index("What this run establishes") < html.index("<li><code>too few queries</code>") < html.index("<table")

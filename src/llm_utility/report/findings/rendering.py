@@ -164,26 +164,21 @@ def _legend(rs: Resampling) -> tuple[str, list[tuple[str, str]], str]:
     """The table's legend: what a row gives, one line per verdict, then the other columns."""
     head = (
         f"Each finding's effect with its {100 * rs.confidence:g}% bootstrap interval over queries ({rs.n_resamples} "
-        f"resamples, seed {rs.seed}), pooled over the datasets in the claim's scope, each weighted equally (or, "
-        "where the note says so, a verdict from its cells). Verdicts:"
+        f"resamples, seed {rs.seed}), pooled over the datasets in the claim's scope, each weighted equally. Verdicts:"
     )
     verdicts = [
         ("holds", "the interval lies entirely on the claimed side of `expected` (inside its band)"),
-        ("reversed", "the interval lies entirely on the other side (outside the band)"),
-        ("inconclusive", "the interval contains `expected` (straddles an edge of the band), or there is none"),
-        (
-            TOO_FEW,
-            f"fewer than {rs.min_queries} queries (report.min_queries): the effect and interval are shown, not judged",
-        ),
-        (BY_CONSTRUCTION, "the way the compared quantities are built fixes the sign: described, not tested"),
+        ("reversed", "it lies entirely on the other side (outside the band)"),
+        ("inconclusive", "it contains `expected` (straddles an edge of the band), or there is none"),
+        (TOO_FEW, f"fewer than {rs.min_queries} queries (report.min_queries): shown, not judged"),
+        (BY_CONSTRUCTION, "how the compared quantities are built fixes the sign: described, not tested"),
         (NOT_RUN, "inputs not configured, or no dataset in the claim's scope (the note says which)"),
     ]
     tail = (
-        "`construction`: `can_fail`; `partly_built_in` (e.g. a gold set replays the call that selected it: read it "
-        "beside its re-ask twin `<id>_reask`); `cannot_fail`. `cells`: the per-dataset/LLM verdicts listed below. "
-        "`survives`: the twin or control holds where the finding holds (n/a: the finding does not hold, or the twin "
-        "did not run). Non-genuine outputs are judgments that did not parse or repeated the prompt (an echo): a "
-        "finding that rests mostly on them compares failures to judge, not judgments of utility."
+        "`partly_built_in`: part of the effect is built in (a gold set replays the call that selected it); read it "
+        "beside its re-ask twin `<id>_reask`. `survives`: the twin or control holds where the finding holds (n/a: "
+        "it does not hold, or the twin did not run). `cells`: the per-dataset/LLM verdicts, listed below. "
+        "Non-genuine outputs did not parse or repeated the prompt (an echo)."
     )
     return head, verdicts, tail
 
