@@ -49,6 +49,12 @@ rule findings:
             caption="../report/findings.rst",
             category="1 Findings",
         ),
+        # The summary alone, for the report's opening page (report/workflow.rst includes it).
+        summary=report(
+            FINDINGS_SUMMARY,
+            caption="../report/findings_summary.rst",
+            category="1 Findings",
+        ),
     log:
         "logs/findings.log",
     localrule: True

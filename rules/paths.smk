@@ -41,6 +41,7 @@ QRELS = "results/{dataset}/{llm}/qrels_{pool}.txt"
 TABLE = "results/tables/{name}.{ext}"
 FIGURE = "results/figures/{name}.{ext}"
 FINDINGS_JSON = "results/findings.json"
+FINDINGS_SUMMARY = "results/tables/findings_summary.rst"
 EXPLORER = "results/explorer/{dataset}.html"
 RESULTS_CONFIG = "results/config.yaml"
 # The report's tables and figures by rule: the file name of each (its caption: report/<rule>.rst).

@@ -137,8 +137,10 @@ def test_report_description_renders_for_each_config(configfile):
 
     Snakemake.config = config
     env = Environment(trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
-    text = env.from_string((REPO / "report" / "workflow.rst").read_text()).render(snakemake=Snakemake)
+    template = env.from_string((REPO / "report" / "workflow.rst").read_text())
+    text = template.render(snakemake=Snakemake, files=[])
     html = publish_parts(text, writer="html", settings_overrides={"halt_level": 2, "report_level": 5})["html_body"]
+    assert "What this run establishes" in html and "the <tt class" in html  # no findings: it says so
     for name in [*config["datasets"], *config["llms"], *config["retrievers"]]:
         assert name in html
     assert "How to read it" in html
@@ -154,6 +156,50 @@ def test_report_description_renders_for_each_config(configfile):
     assert "retrieved with" not in summary
     # Thinking is among the tables only when an LLM can think (Table 5 is otherwise a note).
     assert ("thinking," in summary) == any(llm.get("can_think") for llm in config["llms"].values())
+
+
+def test_report_opening_page_shows_the_findings_summary(tmp_path):
+    """Snakemake renders report/workflow.rst with `files`, the report's file records (each with its
+    `path`, a pathlib.Path): the page includes the findings summary that the findings rule wrote,
+    and docutils reads it without a warning."""
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment, StrictUndefined
+    from snakemake.utils import validate
+
+    from llm_utility.report.findings.summary import summarize, summary_rst
+
+    entries = [
+        {
+            "id": "table1_human_over_u",
+            "section": "Section 4: the human passages",
+            "claim": "Human passages answer at least as many queries as U (Table 1: Human >= U)",
+            "unit": "correct answers (%), Human minus U, paired per query",
+            "expected": "> 0",
+            "construction": "can_fail",
+            "status": "run",
+            "effect": 40.0,
+            "lo": 20.0,
+            "hi": 65.0,
+            "n": 10,
+            "verdict": "holds",
+        }
+    ]
+    summary = tmp_path / "findings_summary.rst"
+    summary.write_text(summary_rst(summarize(entries, min_queries=10, llms=["a_1", "b*"])))
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    validate(config, str(REPO / "config" / "schema.yaml"))
+    other = SimpleNamespace(path=tmp_path / "findings.md")
+    env = Environment(trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
+    text = env.from_string((REPO / "report" / "workflow.rst").read_text()).render(
+        snakemake=SimpleNamespace(config=config), files=[other, SimpleNamespace(path=summary)]
+    )
+    html = publish_parts(text, writer="html", settings_overrides={"halt_level": 2, "report_level": 5})["html_body"]
+    page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    assert "This run tests 1 finding with a_1 and b* on 10 queries each, and establishes 1: table1_human_over_u" in page
+    assert "Established: Human passages answer at least as many queries as U" in page
+    assert page.index("What this run establishes") < page.index("This run tests") < page.index("How to read it")
 
 
 DURATION = re.compile(r"(?<![\w.])(?:\d[\d,.]*|a|one)\s?(?:minutes?|min|seconds|hours?|GPU-hours)\b|\bin minutes\b")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -530,6 +531,22 @@ def test_findings_markdown_and_html_list_every_finding():
     assert "## table1_gu_over_gc" in md and "not run" in md
 
 
+def test_findings_md_and_html_open_with_the_summary_then_one_legend_line_per_verdict():
+    entries = F.all_findings(table1_inputs(), RS)
+    md = F.findings_markdown(entries, RS, ["a"])
+    assert md.index("## What this run establishes") < md.index("## Every finding") < md.index("| finding")
+    assert "This run tests 24 findings with a on 20 queries each" in md
+    legend = dict(re.findall(r"^- `([^`]+)`: (.+)$", md, re.M))
+    assert list(legend) == [*F.VERDICTS, "by construction", "not run"]
+    assert {e["verdict"] for e in entries} <= set(legend)
+    assert legend["too few queries"].startswith("fewer than 10 queries (report.min_queries)")
+    assert legend["inconclusive"].startswith("it contains `expected`")
+    html = F.findings_html(entries, RS, ["a"])
+    assert (
+        html.index("What this run establishes") < html.index("<li><code>too few queries</code>") < html.index("<table")
+    )
+
+
 # --- cost table --------------------------------------------------------------------------------------
 
 
@@ -718,21 +735,74 @@ def test_interval_columns_sit_beside_their_values_and_render_small():
     assert interval_text(float("nan"), 1.0) == ""
 
 
-def test_too_few_queries_give_an_interval_but_no_verdict():
-    few = {(D, "a", "topk"): answers_frame(first(3), QIDS[:3]), (D, "a", "none"): answers_frame(set(), QIDS[:3])}
-    inputs = F.FindingInputs(llms=["a"], answers=few)
-    # Three queries, all won with the top-k: the point interval [100, 100].
-    entry = F.table1_pair(inputs, RS, "C", "None")
-    assert (entry["effect"], entry["lo"], entry["hi"], entry["n"]) == (100.0, 100.0, 100.0, 3)
-    assert entry["verdict"] == "inconclusive" and "fewer than 10 queries" in entry["note"]
-    assert entry["cells"][0]["verdict"] == "inconclusive"
-    assert F.table1_pair(inputs, F.Resampling(500, 3, min_queries=3), "C", "None")["verdict"] == "holds"
+def test_too_few_queries_is_a_verdict_of_its_own_shown_with_its_interval():
+    """Below report.min_queries a finding reads `too few queries`, whatever side of the null its
+    interval lies on: `inconclusive` keeps its legend's meaning (the interval contains the null)."""
+
+    def c_over_none(n_queries, c_wins, rs=RS):
+        qids = QIDS[:n_queries]
+        answers = {
+            (D, "a", "topk"): answers_frame(set(qids[:c_wins]), qids),
+            (D, "a", "none"): answers_frame(set(qids[c_wins:]), qids),
+        }
+        return F.table1_pair(F.FindingInputs(llms=["a"], answers=answers), rs, "C", "None")
+
+    # Nine queries, each lost with the top-k: every paired difference is -100, so the interval is
+    # [-100, -100], entirely below 0. It would read reversed; on nine queries it is not judged.
+    nine = c_over_none(9, 0)
+    assert (nine["effect"], nine["lo"], nine["hi"], nine["n"]) == (-100.0, -100.0, -100.0, 9)
+    assert nine["verdict"] == "too few queries" and nine["cells"][0]["verdict"] == "too few queries"
+    assert "fewer than" not in nine["note"]  # the verdict says it; the note does not repeat it
+    assert c_over_none(10, 0)["verdict"] == "reversed"  # ten queries: judged
+    # An interval that contains 0, on few queries, is not judged either.
+    mixed = c_over_none(6, 3)
+    assert mixed["lo"] < 0 < mixed["hi"] and mixed["verdict"] == "too few queries"
+    assert c_over_none(12, 6)["verdict"] == "inconclusive"
+    # With report.min_queries 3, three won queries hold.
+    assert c_over_none(3, 3, F.Resampling(500, 3, min_queries=3))["verdict"] == "holds"
     assert (
         F.Resampling.from_config(
             {"resamples": 100, "bootstrap_seed": 1, "confidence": 0.9, "min_queries": 4}
         ).min_queries
         == 4
     )
+
+
+def test_beats_every_competitor_on_too_few_queries_is_not_judged():
+    """The case of selected_beats_reranked on the demo: both margins' intervals lie below 0 on nine
+    queries. The finding and each margin read too few queries, with their intervals."""
+    claim = F.Claim(id="a_beats_all", claim="A beats every competitor", source="s", unit="u")
+    qids = QIDS[:9]
+    losing = pl.DataFrame({"qid": qids, "a": [0.0] * 9, "b": [100.0] * 9})
+    competitors = {name: [({"dataset": D, "llm": "a"}, D, losing)] for name in ("x", "y")}
+    inputs = F.FindingInputs(llms=["a"], queries={D: pl.DataFrame({"qid": qids})})
+    entry = F.beats_every_entry(claim, inputs, RS, competitors, note="", empty_reason="none")
+    assert (entry["effect"], entry["lo"], entry["hi"], entry["n"]) == (-100.0, -100.0, -100.0, 9)
+    assert entry["verdict"] == "too few queries"
+    assert [m["verdict"] for m in entry["margins"]] == ["too few queries"] * 2
+    assert entry["cell_verdicts"]["too few queries"] == 2 and entry["cell_verdicts"]["inconclusive"] == 0
+    ten = pl.DataFrame({"qid": QIDS[:10], "a": [0.0] * 10, "b": [100.0] * 10})
+    judged = F.beats_every_entry(
+        claim,
+        F.FindingInputs(llms=["a"], queries={D: ten}),
+        RS,
+        {name: [({"dataset": D, "llm": "a"}, D, ten)] for name in ("x", "y")},
+        note="",
+        empty_reason="none",
+    )
+    assert judged["verdict"] == "reversed"
+
+
+def test_a_verdict_from_cells_waits_for_enough_queries_only_where_the_rest_agree():
+    from llm_utility.report.findings.framework import TOO_FEW, cells_verdict
+
+    assert cells_verdict(["holds", "holds"]) == "holds" and cells_verdict(["reversed"]) == "reversed"
+    assert cells_verdict(["holds", TOO_FEW]) == cells_verdict([TOO_FEW, TOO_FEW]) == TOO_FEW
+    assert cells_verdict(["reversed", TOO_FEW]) == TOO_FEW
+    # A cell whose interval contains the null, or two that disagree, leave it inconclusive.
+    assert cells_verdict(["holds", "inconclusive", TOO_FEW]) == "inconclusive"
+    assert cells_verdict(["holds", "reversed", TOO_FEW]) == "inconclusive"
+    assert cells_verdict([]) == "inconclusive"
 
 
 def test_judgment_findings_carry_parse_shares_and_say_when_their_cells_rest_on_echoes():
@@ -773,18 +843,17 @@ def test_judgment_findings_carry_parse_shares_and_say_when_their_cells_rest_on_e
     pa = F.pseudo_answer_improves_f1(inputs, RS)
     [cell] = pa["cells"]
     assert cell["parse"]["listwise_pa"] == {"genuine": 0.0, "unparsed": 0.0, "echo": 100.0}
-    assert cell["note"].startswith(
-        "rests mostly on non-genuine outputs (genuine/unparsed/echo %: listwise_pa 0/0/100, listwise 30/0/70)"
-    )
+    assert cell["note"] == "rests mostly on non-genuine outputs"  # the shares are its `parse`
     assert pa["non_genuine_cells"] == 1 and pa["note"].startswith(
-        "1 of 1 in-scope cells rest mostly on non-genuine outputs"
+        "1 of 1 in-scope cells mostly non-genuine: not a test of utility judgment"
     )
+    assert pa["mostly_non_genuine"] and not f1["mostly_non_genuine"]
     # Over the known queries: listwise echoes on all, listwise_pa is unparsed on all, pointwise genuine.
     over = F.known_overselection(inputs, RS)
     cells = {c["method"]: c for c in over["cells"]}
     assert cells["listwise"]["parse"]["listwise"] == {"genuine": 0.0, "unparsed": 0.0, "echo": 100.0}
     assert cells["listwise_pa"]["parse"]["listwise_pa"] == {"genuine": 0.0, "unparsed": 100.0, "echo": 0.0}
     assert "non-genuine" not in cells["pointwise"]["note"]
-    assert over["non_genuine_cells"] == 2 and "2 of 3 in-scope cells" in over["note"]
+    assert over["non_genuine_cells"] == 2 and "2 of 3 in-scope cells" in over["note"] and over["mostly_non_genuine"]
     md = F.findings_markdown([f1, pa, over], RS)
     assert "genuine/unparsed/echo %" in md and "listwise_pa 0/0/100" in md

@@ -38,6 +38,12 @@ def test_all_findings_lists_the_registry_in_the_papers_order_with_the_twins():
     entries = F.all_findings(F.FindingInputs(llms=["a"]), RS)
     assert [e["id"] for e in entries] == IDS
     assert [f.id for f in registry.FINDINGS] == [i for i in IDS if not i.endswith("_reask")]
+    # Each entry names the part of the paper it tests, its twin the same one.
+    sections = {e["id"]: e["section"] for e in entries}
+    assert sections["table1_gu_over_gc_reask"] == sections["own_gold_beats_human"] == registry.SECTIONS[0][0]
+    assert sections["selected_beats_topk"].startswith("Section 6.1: RAG")
+    assert sections["llm_qrels_predict_rag"].startswith("Beyond the paper")
+    assert list(dict.fromkeys(sections.values())) == [title for title, _ in registry.SECTIONS]
 
 
 def test_each_finding_declares_its_claim_scope_construction_and_twin():
@@ -71,9 +77,10 @@ def test_a_finding_added_to_the_registry_is_evaluated_and_its_twin_reads_the_rea
     inputs = F.FindingInputs(llms=["a"], answers={("d", "a", "human"): frame, ("d", "a", "reask_human"): frame})
     seen: list = []
     toy = _recording_finding(seen, construction="partly_built_in", construction_reason="replays", reask_twin=True)
-    monkeypatch.setattr(registry, "FINDINGS", [toy])
+    monkeypatch.setattr(registry, "SECTIONS", [("Section 9", [toy])])
     main, twin = F.all_findings(inputs, RS)
     assert (main["id"], main["reask_twin"], twin["id"], twin["twin_of"]) == ("toy", "toy_reask", "toy_reask", "toy")
+    assert main["section"] == twin["section"] == "Section 9"
     assert main["reason"] == "seen ['human', 'reask_human']" and twin["reason"] == "seen ['human']"
     assert seen[1][1].answers[("d", "a", "human")] is frame and twin["construction"] == "can_fail"
     # No re-ask answers: the twin is not run, and says why.
@@ -81,7 +88,7 @@ def test_a_finding_added_to_the_registry_is_evaluated_and_its_twin_reads_the_rea
     main, twin = F.all_findings(F.FindingInputs(llms=["a"]), RS)
     assert twin["status"] == "not run" and "no re-ask answers" in twin["reason"] and len(seen) == 1
     # Without a declared twin, the finding stands alone.
-    monkeypatch.setattr(registry, "FINDINGS", [_recording_finding(seen)])
+    monkeypatch.setattr(registry, "SECTIONS", [("Section 9", [_recording_finding(seen)])])
     assert [e["id"] for e in F.all_findings(inputs, RS)] == ["toy"]
 
 
@@ -94,7 +101,9 @@ def test_a_control_is_linked_to_the_finding_it_controls(monkeypatch):
 
     main = F.Claim(id="main", claim="c", source="s", unit="u")
     control = dataclasses.replace(main, id="main_control")
-    monkeypatch.setattr(registry, "FINDINGS", [F.Finding(main, holds), F.Finding(control, fails, control_of="main")])
+    monkeypatch.setattr(
+        registry, "SECTIONS", [("Section 9", [F.Finding(main, holds), F.Finding(control, fails, control_of="main")])]
+    )
     first, second = F.all_findings(F.FindingInputs(llms=["a"]), RS)
     assert "control_of" not in first and (second["control_of"], second["survives"]) == ("main", False)
 

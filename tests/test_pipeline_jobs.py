@@ -588,6 +588,7 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
         "json_path": str(tmp_path / "findings.json"),
         "md": str(tmp_path / "findings.md"),
         "html": str(tmp_path / "findings.html"),
+        "summary": str(tmp_path / "findings_summary.rst"),
     }
     entries = pipeline.findings_job(
         answers=answers,
@@ -614,16 +615,22 @@ def test_findings_transfer_control_cost_and_config_jobs(run, tmp_path):
         and "share a family" in by_id["same_family_overlap"]["reason"]
     )
     assert by_id["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
-    assert {e["verdict"] for e in entries} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
+    verdicts = {"holds", "reversed", "inconclusive", "too few queries", "not run", "by construction"}
+    assert {e["verdict"] for e in entries} <= verdicts
     # A dataset that stands for FEVER is out of the single-hop claims' scope, in the judgment claims'.
     assert by_id["table1_gu_over_gc"]["status"] == "out of scope" and by_id["table1_gu_over_gc"][
         "datasets_out_of_scope"
     ] == [DATASET]
     assert by_id["listwise_beats_pointwise"]["datasets"] == [DATASET]
     assert doc["settings"]["paper_datasets"] == {DATASET: ["fever"]}
+    assert doc["settings"]["min_queries"] == report_cfg["min_queries"]
     assert (
         "| finding" in (tmp_path / "findings.md").read_text() and "<table" in (tmp_path / "findings.html").read_text()
     )
+    # The summary alone, for the report's opening page: the same sentences as findings.md's.
+    summary = (tmp_path / "findings_summary.rst").read_text()
+    assert summary.startswith(f"This run tests 24 findings with {LLMS[0]} and {LLMS[1]}")
+    assert "out of scope" in summary and summary.split(". ")[0] in (tmp_path / "findings.md").read_text()
 
     pipeline.transfer_unknown_job(
         answers={k: v for k, v in answers.items() if k[2] == "human" or k[2].startswith("gold_U")},

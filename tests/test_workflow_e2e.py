@@ -69,6 +69,7 @@ REPORTED = [
     "results/tables/findings.md",
     "results/tables/findings.html",
     "results/findings.json",
+    "results/tables/findings_summary.rst",
     *(
         f"results/tables/{name}.md"
         for name in (
@@ -332,7 +333,11 @@ def test_findings_transfer_control_and_cost(demo):
     doc = json.loads((workdir / "results/findings.json").read_text())
     found = {e["id"]: e for e in doc["findings"]}
     assert doc["settings"]["datasets"] == list(cfg["datasets"]) and len(found) == 35
-    assert {e["verdict"] for e in found.values()} <= {"holds", "reversed", "inconclusive", "not run", "by construction"}
+    verdicts = {"holds", "reversed", "inconclusive", "too few queries", "not run", "by construction"}
+    assert {e["verdict"] for e in found.values()} <= verdicts
+    # Below report.min_queries no finding reads inconclusive: that verdict means its interval holds 0.
+    few = [e for e in found.values() if e["status"] == "run" and 0 < e["n"] < doc["settings"]["min_queries"]]
+    assert all(e["verdict"] in ("too few queries", "by construction") for e in few)
     # Every finding says whether it can fail; the one that cannot is described, not tested.
     assert {e["construction"] for e in found.values()} == {"can_fail", "partly_built_in", "cannot_fail"}
     lose = found["known_lose_with_human"]
@@ -352,7 +357,8 @@ def test_findings_transfer_control_and_cost(demo):
     assert table1["status"] == "run" and len(table1["cells"]) == len(cfg["datasets"]) * len(cfg["llms"])
     assert all(c["n"] == cfg["datasets"][c["dataset"]]["n_queries"] for c in table1["cells"])
     assert found["own_gold_beats_others_U_unknown_both"]["control_of"] == "own_gold_beats_others_U"
-    assert (workdir / "results/tables/findings.md").read_text().startswith("# Findings")
+    md = (workdir / "results/tables/findings.md").read_text()
+    assert md.startswith("# Findings\n\n## What this run establishes\n\nThis run tests 24 findings")
     control = pl.read_csv(workdir / "results/tables/transfer_unknown_both_U.csv")
     n_llms = len(cfg["llms"])
     assert control.height == len(cfg["datasets"]) * (n_llms + 1) * n_llms
@@ -407,6 +413,7 @@ def test_report_holds_every_table_and_figure(repo, demo):
         assert target in html, target
     assert "start here" in html  # the findings caption
     assert "How to read it" in html  # the workflow description (report/workflow.rst)
+    assert "What this run establishes" in html and "This run tests 24 findings" in html  # its findings summary
     categories = json.loads(re.search(r"var categories = (\{.*?\});", html).group(1))
     assert sorted(categories)[0] == "1 Findings"
     assert "results/config.yaml" in json.dumps(categories["5 Config"])

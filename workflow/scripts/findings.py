@@ -1,4 +1,5 @@
-"""Rule findings: every headline finding of the paper tested on this run (findings.json, .md, .html).
+"""Rule findings: every headline finding of the paper tested on this run (findings.json, .md, .html)
+and the summary of what the run establishes (findings_summary.rst, for the report's opening page).
 
 By hand:  python workflow/scripts/findings.py
 """
@@ -32,5 +33,6 @@ findings_job(
     json_path=snakemake.output.json,
     md=snakemake.output.md,
     html=snakemake.output.html,
+    summary=snakemake.output.summary,
     log=log,
 )

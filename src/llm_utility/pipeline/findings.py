@@ -35,17 +35,21 @@ def findings_job(
     json_path: str,
     md: str,
     html: str,
+    summary: str | None = None,
     log: logging.Logger = _log,
 ) -> list[dict[str, Any]]:
     """Every headline finding (``report.findings.all_findings``) on the files given: ``findings.json``
-    (settings and one entry per finding), ``findings.md`` and ``findings.html``. ``resampling`` is the
-    ``report`` config section (resamples, bootstrap_seed, confidence). A kind of input left empty makes
+    (settings and one entry per finding), ``findings.md`` and ``findings.html`` (each opening with
+    the summary of what the run establishes) and, with ``summary``, that summary alone as
+    reStructuredText (the Snakemake report's opening page shows it). ``resampling`` is the
+    ``report`` config section (resamples, bootstrap_seed, confidence, min_queries). A kind of input left empty makes
     the findings that need it ``not run``. ``paper_datasets`` (``report.plan.ReportPlan.paper_datasets``) and
     ``claim_scope`` (``report.claim_scope``) decide which datasets each claim pools; left out, every
     dataset is in every claim's scope. ``figure9_method`` and ``rag_top`` name the answers of Tables
     3, 7 and Figure 9. ``run_pairs`` is the runs stage's (query, run) metrics with the answers'
     correctness (``qrels_agreement``), None where no run was answered with."""
     from ..report.findings import FindingInputs, Resampling, all_findings, findings_html, findings_markdown
+    from ..report.findings.summary import summarize, summary_rst
 
     rs = Resampling.from_config(resampling)
     inputs = FindingInputs(
@@ -71,6 +75,7 @@ def findings_job(
             "resamples": rs.n_resamples,
             "seed": rs.seed,
             "confidence": rs.confidence,
+            "min_queries": rs.min_queries,
             "llms": list(llms),
             "datasets": inputs.datasets,
             "paper_datasets": dict(inputs.paper_datasets),
@@ -79,8 +84,10 @@ def findings_job(
         "findings": entries,
     }
     write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", json_path)
-    write_text(findings_markdown(entries, rs), md)
-    write_text(findings_html(entries, rs), html)
+    write_text(findings_markdown(entries, rs, llms), md)
+    write_text(findings_html(entries, rs, llms), html)
+    if summary is not None:
+        write_text(summary_rst(summarize(entries, min_queries=rs.min_queries, llms=llms)), summary)
     for e in entries:
         log.info("finding %s: %s%s", e["id"], e["verdict"], f" ({e['reason']})" if e["reason"] else "")
     return entries

@@ -4,8 +4,9 @@ Each finding is a small function of the tables' inputs (``FindingInputs``: the w
 already read and keyed as the report jobs key them) that returns one entry (a plain dict, written
 to ``findings.json``):
 
-- ``id``, ``claim`` (what the paper says), ``source`` (the table or figure it is read from),
-  ``unit`` and ``expected`` (``> null``, ``< null``, or ``within [lo, hi]`` for an "about" claim);
+- ``id``, ``section`` (the part of the paper it tests), ``claim`` (what the paper says), ``source``
+  (the table or figure it is read from), ``unit`` and ``expected`` (``> null``, ``< null``, or
+  ``within [lo, hi]`` for an "about" claim);
 - ``construction`` (``can_fail``, ``partly_built_in``, ``cannot_fail``) and ``construction_reason``:
   whether the way the compared quantities are built decides the verdict (a gold set replays the call
   that selected it; a known query's no-passage answer is correct by definition);
@@ -21,8 +22,7 @@ to ``findings.json``):
 - ``effect``, ``lo``, ``hi``, ``n``, ``verdict`` for the finding as a whole, and ``overall`` saying
   how: ``pooled`` (the mean of the in-scope datasets' effects, each dataset weighted equally, queries
   resampled within their dataset, a query carrying all its cells' values) or ``cells`` (for
-  statistics of one LLM each, e.g. perplexity: holds when every in-scope cell holds, reversed when
-  every one is reversed, inconclusive otherwise);
+  statistics of one LLM each, e.g. perplexity: ``framework.cells_verdict``);
 - a finding that cannot fail has the verdict ``by construction`` and a ``description`` of its effect
   instead of a test; a construction-prone finding is followed by its re-ask twin (``<id>_reask``, the
   same claim on the re-ask answers), linked by ``reask_twin`` / ``twin_of``, the twin saying whether
@@ -30,9 +30,9 @@ to ``findings.json``):
 
 A verdict is ``holds`` when the interval lies entirely on the claimed side of ``null`` (inside the
 band), ``reversed`` when entirely on the other side (outside the band), ``inconclusive`` when it
-contains ``null`` or is missing (``bootstrap.verdict``), or when it rests on fewer than
-``min_queries`` queries (a bootstrap over a handful of values only knows those values: its interval
-is too narrow to trust). Small query sets give wide intervals: that is the honest answer.
+contains ``null`` or is missing (``bootstrap.verdict``), and ``too few queries`` (``TOO_FEW``)
+whatever the interval when it rests on fewer than ``min_queries`` queries (a bootstrap over a
+handful of values only knows those values: its interval is too narrow to trust).
 
 Intervals come from ``report.bootstrap`` (``scipy.stats.bootstrap``, seeded): per-query quantities
 (correct answers, per-query NDCG) as paired differences, set-level statistics (the paper's F1, a
@@ -46,8 +46,9 @@ its findings: ``human_passages`` (Section 4: Table 1, the transfer of gold sets)
 6.2: Table 4), ``rag`` (Section 6.1's RAG performance: Tables 3, 7 and Figure 9); ``qrels`` (beyond
 the paper: do an LLM's own qrels predict its RAG accuracy better than human qrels); ``registry``
 (every finding in order, and ``all_findings``); ``parse_shares`` (how much of a judgment finding
-rests on genuine outputs); ``rendering`` (findings.md and findings.html) and ``transfer`` (the
-transfer matrices on the queries unknown to both LLMs).
+rests on genuine outputs); ``summary`` (what the run establishes, in a few sentences per part of the
+paper); ``rendering`` (findings.md and findings.html) and ``transfer`` (the transfer matrices on the
+queries unknown to both LLMs).
 """
 
 from .divergence import gold_lower_perplexity, human_share_in_gold, known_lose_with_human, same_family_overlap
@@ -56,6 +57,7 @@ from .framework import (
     CONSTRUCTIONS,
     NOT_RUN,
     PAPER_DATASETS,
+    TOO_FEW,
     VERDICTS,
     Claim,
     Finding,
@@ -86,6 +88,7 @@ from .selection import (
     listwise_beats_pointwise,
     pseudo_answer_improves_f1,
 )
+from .summary import summarize
 from .transfer import transfer_unknown_both, transfer_unknown_markdown
 
 __all__ = [
@@ -94,6 +97,7 @@ __all__ = [
     "FINDINGS",
     "NOT_RUN",
     "PAPER_DATASETS",
+    "TOO_FEW",
     "VERDICTS",
     "Claim",
     "Finding",
@@ -130,6 +134,7 @@ __all__ = [
     "selected_beats_reranked",
     "selected_beats_topk",
     "selections_transfer_better_than_gold",
+    "summarize",
     "summary_frame",
     "table1_hierarchy",
     "table1_pair",

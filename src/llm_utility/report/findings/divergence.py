@@ -245,6 +245,7 @@ def _known_lose_entry(claim: Claim, inputs: FindingInputs, rs: Resampling) -> di
     )
 
 
+SECTION = "Section 5: what underlies the divergence (Figures 3, 4)"
 FINDINGS = [
     Finding(HUMAN_SHARE_IN_GOLD, _human_share_entry),
     Finding(SAME_FAMILY_OVERLAP, _same_family_entry),

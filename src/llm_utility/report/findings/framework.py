@@ -31,7 +31,10 @@ Keyed = Mapping[Any, pl.DataFrame]
 NOT_RUN = "not run"
 # What an entry that computed nothing (not run, out of scope) says of its result.
 NO_RESULT = {"overall": None, "effect": None, "lo": None, "hi": None, "n": 0, "interval": "none", "verdict": NOT_RUN}
-VERDICTS = ("holds", "reversed", "inconclusive")
+# The verdict of an effect measured on fewer than ``report.min_queries`` queries: its interval is
+# shown, not judged (a bootstrap over a handful of values only knows those values: too narrow).
+TOO_FEW = "too few queries"
+VERDICTS = ("holds", "reversed", "inconclusive", TOO_FEW)
 # The verdict of a finding that cannot fail by construction: its effect is described, not tested.
 BY_CONSTRUCTION = "by construction"
 # Whether the way a finding's quantities are built decides its verdict.
@@ -67,7 +70,7 @@ class Resampling:
     n_resamples: int
     seed: int
     confidence: float = 0.95
-    min_queries: int = 10  # findings only: fewer queries give an interval but no verdict
+    min_queries: int = 10  # findings only: fewer queries give an interval and the verdict TOO_FEW
 
     @classmethod
     def from_config(cls, report: Mapping[str, Any]) -> Resampling:
@@ -346,12 +349,24 @@ def make_cell(keys: Mapping[str, Any], effect: Effect, claim: Claim) -> dict[str
 
 
 def too_few(item: dict[str, Any], rs: Resampling) -> dict[str, Any]:
-    """No verdict from fewer than ``rs.min_queries`` queries: a bootstrap interval over a handful of
-    values is too narrow to trust (it only knows the values it saw)."""
-    if item["verdict"] in ("holds", "reversed") and item["n"] < rs.min_queries:
-        note = f"fewer than {rs.min_queries} queries (report.min_queries): no verdict"
-        return {**item, "verdict": "inconclusive", "note": "; ".join(t for t in (note, item["note"]) if t)}
+    """``TOO_FEW`` instead of a verdict read from fewer than ``rs.min_queries`` queries (but at least
+    one): a bootstrap interval over a handful of values is too narrow to trust, whatever side of the
+    null it lies on. The effect and interval stay."""
+    if item["verdict"] in ("holds", "reversed", "inconclusive") and 0 < item["n"] < rs.min_queries:
+        return {**item, "verdict": TOO_FEW}
     return item
+
+
+def cells_verdict(verdicts: Sequence[str]) -> str:
+    """The verdict of a finding read from its in-scope cells' ``verdicts``: holds (reversed) when
+    every cell holds (is reversed); too few queries when the cells that have enough queries all
+    agree and the others have too few; inconclusive otherwise."""
+    seen = set(verdicts)
+    if seen in ({"holds"}, {"reversed"}):
+        return verdicts[0]
+    if TOO_FEW in seen and (seen <= {"holds", TOO_FEW} or seen <= {"reversed", TOO_FEW}):
+        return TOO_FEW
+    return "inconclusive"
 
 
 def _head(claim: Claim, inputs: FindingInputs | None) -> dict[str, Any]:
@@ -392,9 +407,9 @@ def make_entry(
     """One finding's entry from its cells and its pooled effect.
 
     ``pooled`` is a ``Pool`` (pooled here over the datasets in the claim's scope, each weighted
-    equally), an ``Effect`` computed by the caller, or None (the verdict summarises the cells:
-    holds when every in-scope cell holds, reversed when every one is reversed). With ``inputs``,
-    each cell with a ``dataset`` gets ``in_scope``; cells out of scope are shown, not pooled.
+    equally), an ``Effect`` computed by the caller, or None (the verdict summarises the in-scope
+    cells: ``cells_verdict``). With ``inputs``, each cell with a ``dataset`` gets ``in_scope``;
+    cells out of scope are shown, not pooled.
     """
     cells = [too_few(c, rs) for c in cells]
     if inputs is not None:
@@ -433,12 +448,8 @@ def make_entry(
     else:
         if claim.construction == "cannot_fail":
             consensus = BY_CONSTRUCTION
-        elif scoped and counts["holds"] == len(scoped):
-            consensus = "holds"
-        elif scoped and counts["reversed"] == len(scoped):
-            consensus = "reversed"
         else:
-            consensus = "inconclusive"
+            consensus = cells_verdict([c["verdict"] for c in scoped])
         entry |= {
             "status": "run",
             "reason": note,
@@ -451,6 +462,7 @@ def make_entry(
             "verdict": consensus,
             "note": note,
         }
+        entry = too_few(entry, rs)  # the cells together may still rest on too few queries
     if claim.construction == "cannot_fail":
         entry["description"] = _describe(claim, entry)
     entry["cell_verdicts"] = counts

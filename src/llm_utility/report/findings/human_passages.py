@@ -204,6 +204,7 @@ def _transfer_findings(candidates: str) -> list[Finding]:
     ]
 
 
+SECTION = "Section 4: the human passages against LLM-specific gold sets (Table 1; Figures 1, 2, 8)"
 FINDINGS = [
     *(Finding(table1_claim(b, w), partial(_table1_entry, better=b, worse=w)) for b, w in TABLE1_PAIRS),
     *_transfer_findings("U"),

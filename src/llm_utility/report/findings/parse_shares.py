@@ -49,8 +49,9 @@ def with_parse_shares(entry: dict[str, Any], sides_of: Callable[[dict[str, Any]]
     """A judgment finding's entry with, in each cell, ``parse``: the shares (%) of genuine, unparsed
     and echo outputs of each judgment it compares (``sides_of(cell)`` -> [(label, judgments or
     rankings table, the cell's qids or None for all judged)]), and a note on every cell where fewer
-    than ``GENUINE_MAJORITY`` % of them are genuine; the entry's note says so when most of its
-    in-scope cells do, and ``non_genuine_cells`` counts them."""
+    than ``GENUINE_MAJORITY`` % of them are genuine. ``non_genuine_cells`` counts those in scope, and
+    ``mostly_non_genuine`` says (as does the entry's note) whether they are most of its in-scope
+    cells with parse shares: its verdict then compares failures to judge, not judgments of utility."""
     if entry["status"] != "run":
         return entry
     cells, flagged, counted = [], 0, 0
@@ -70,18 +71,13 @@ def with_parse_shares(entry: dict[str, Any], sides_of: Callable[[dict[str, Any]]
             counted += 1
         if genuine < GENUINE_MAJORITY:
             flagged += cell.get("in_scope", True)
-            shares = ", ".join(
-                f"{label} {s['genuine']:.0f}/{s['unparsed']:.0f}/{s['echo']:.0f}" for label, s in parse.items()
-            )
-            note = f"rests mostly on non-genuine outputs (genuine/unparsed/echo %: {shares})"
-            cell["note"] = "; ".join(t for t in (note, cell.get("note")) if t)
+            # The shares themselves are the cell's ``parse`` (a column of findings.md's cell tables).
+            cell["note"] = "; ".join(t for t in ("rests mostly on non-genuine outputs", cell.get("note")) if t)
         cells.append(cell)
-    entry = {**entry, "cells": cells, "non_genuine_cells": flagged}
-    if counted and flagged > counted / 2:
-        note = (
-            f"{flagged} of {counted} in-scope cells rest mostly on non-genuine outputs (fewer than half of the "
-            "judgments they compare are the model's own; the rest did not parse or repeated the prompt): the "
-            "verdict says little about utility judgment"
-        )
+    mostly = bool(counted) and flagged > counted / 2
+    entry = {**entry, "cells": cells, "non_genuine_cells": flagged, "mostly_non_genuine": mostly}
+    if mostly:
+        # What "non-genuine" means (did not parse, or repeated the prompt) is the legend's.
+        note = f"{flagged} of {counted} in-scope cells mostly non-genuine: not a test of utility judgment"
         entry["note"] = "; ".join(t for t in (note, entry.get("note")) if t)
     return entry

@@ -163,5 +163,7 @@ def _entry(claim: Claim, inputs: FindingInputs, rs: Resampling) -> dict[str, Any
     return make_entry(claim, cells, pooled_difference(pooled_cells, rs), rs, inputs=inputs)
 
 
+SECTION = "Beyond the paper: an LLM's own qrels at work"
 # No re-ask twin: the runs' answers are not re-asked (the construction reason says what is built in).
 FINDING = Finding(CLAIM, _entry)
+FINDINGS = [FINDING]

@@ -176,6 +176,7 @@ def _selections_transfer(claim: Claim, inputs: FindingInputs, rs: Resampling) ->
     )
 
 
+SECTION = "Section 6.1: RAG with the LLM's own judgments (Tables 3, 7; Figure 9)"
 FINDINGS = [
     Finding(selected_beats_topk_claim, _selected_beats_topk, id="selected_beats_topk"),
     Finding(selected_beats_reranked_claim, _selected_beats_reranked, id="selected_beats_reranked"),

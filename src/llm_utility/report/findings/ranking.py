@@ -164,6 +164,7 @@ def _listwise_pa_ranks_best(claim: Claim, inputs: FindingInputs, rs: Resampling)
     )
 
 
+SECTION = "Section 6.2: utility ranking (Table 4)"
 FINDINGS = [
     Finding(attention_below_retriever_claim, _attention_below_retriever, id="attention_below_retriever"),
     Finding(listwise_pa_ranks_best_claim, _listwise_pa_ranks_best, id="listwise_pa_ranks_best"),

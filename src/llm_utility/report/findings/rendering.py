@@ -1,5 +1,6 @@
-"""findings.md and findings.html: the summary table of every finding, the re-ask twins beside their
-originals, how each finding is built and the datasets it covers, then each finding's cells."""
+"""findings.md and findings.html: the summary of what the run establishes (``summary``), the table of
+every finding with its legend, the re-ask twins beside their originals, how each finding is built and
+the datasets it covers, then each finding's cells."""
 
 from __future__ import annotations
 
@@ -9,17 +10,14 @@ from typing import Any
 import polars as pl
 
 from ..tables import markdown
-from .framework import BY_CONSTRUCTION, VERDICTS, Resampling
+from .framework import BY_CONSTRUCTION, NOT_RUN, TOO_FEW, VERDICTS, Resampling
+from .summary import numbers, summarize, summary_html, summary_markdown
 
 # --- rendering ------------------------------------------------------------------------------------
 
 
 def _interval_text(entry: Mapping[str, Any]) -> str:
-    if entry.get("effect") is None:
-        return "-"
-    if entry.get("lo") is None:
-        return f"{entry['effect']:.1f} (no interval)"
-    return f"{entry['effect']:.1f} [{entry['lo']:.1f}, {entry['hi']:.1f}]"
+    return "-" if entry.get("effect") is None else numbers(entry)
 
 
 def _cells_text(entry: Mapping[str, Any]) -> str:
@@ -34,34 +32,36 @@ def _survives_text(value: bool | None) -> str:
     return {True: "yes", False: "no", None: "n/a"}[value]
 
 
+def _note(e: Mapping[str, Any]) -> str:
+    """A finding's note in the table: what it is the twin or control of, whether it survives, where
+    its verdict comes from, then the entry's own note (or, where it did not run, why). A finding that
+    cannot fail says so by its verdict; its ``description`` is findings.json's."""
+    parts = []
+    if "twin_of" in e:
+        parts.append(f"re-ask twin of {e['twin_of']}; survives: {_survives_text(e.get('survives'))}")
+    if "control_of" in e:
+        parts.append(f"control of {e['control_of']}; survives: {_survives_text(e.get('survives'))}")
+    if e.get("overall") == "cells":
+        parts.append("verdict from its cells")
+    parts.append(e["reason"] if e["status"] != "run" else e.get("note") or "")
+    return "; ".join(t for t in parts if t)
+
+
 def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     """One row per finding: finding, source, effect [CI], expected, verdict, construction, cells, note."""
-    rows = []
-    for e in entries:
-        note = e["reason"] if e["status"] != "run" else e.get("note") or ""
-        if "control_of" in e:
-            survives = {True: "yes", False: "no", None: "n/a (main finding does not hold)"}[e.get("survives")]
-            note = "; ".join(t for t in (f"control of {e['control_of']}: survives {survives}", note) if t)
-        if "twin_of" in e:
-            note = "; ".join(
-                t for t in (f"re-ask twin of {e['twin_of']}: survives {_survives_text(e.get('survives'))}", note) if t
-            )
-        if e.get("overall") == "cells":
-            note = "; ".join(t for t in ("verdict from the in-scope cells (no pooled interval)", note) if t)
-        if e.get("description"):
-            note = "; ".join(t for t in (f"cannot fail, described: {e['description']}", note) if t)
-        rows.append(
-            {
-                "finding": e["id"],
-                "source": e["source"],
-                "effect [95% CI]": _interval_text(e),
-                "expected": e["expected"],
-                "verdict": e["verdict"],
-                "construction": e.get("construction", ""),
-                "cells": _cells_text(e),
-                "note": note,
-            }
-        )
+    rows = [
+        {
+            "finding": e["id"],
+            "source": e["source"],
+            "effect [95% CI]": _interval_text(e),
+            "expected": e["expected"],
+            "verdict": e["verdict"],
+            "construction": e.get("construction", ""),
+            "cells": _cells_text(e),
+            "note": _note(e),
+        }
+        for e in entries
+    ]
     columns = ("finding", "source", "effect [95% CI]", "expected", "verdict", "construction", "cells", "note")
     return pl.DataFrame(rows, schema={k: pl.String for k in columns})
 
@@ -160,37 +160,52 @@ def cells_frame(entry: Mapping[str, Any]) -> pl.DataFrame:
     return frame.select(*keys, "effect", "lo", "hi", "n", "verdict", *extra, "note")
 
 
-_HEAD = (
-    "Each headline claim of the paper, tested on this run: the effect with its {confidence:g}% bootstrap interval over "
-    "queries ({resamples} resamples, seed {seed}) and a verdict: `holds` (interval entirely on the claimed side of "
-    "`expected`, or inside its band), `reversed` (entirely on the other side, or outside the band), `inconclusive` "
-    "(the interval contains it, or there is none), `by construction` (the way the compared quantities are built fixes "
-    "the sign: the effect is described, not tested), `not run` (inputs not configured, or no dataset in the claim's "
-    "scope). `construction` says whether the finding can fail: `can_fail`, `partly_built_in` (part of the effect is "
-    "built in, e.g. a gold set replays the call that selected it; see its re-ask twin `<id>_reask`), `cannot_fail`. "
-    "Overall values are the mean of the per-dataset effects over the datasets that stand for the paper's datasets of "
-    "the claim (each dataset weighted equally, queries resampled within their dataset, a query with all its cells), "
-    "unless the note says the verdict comes from the cells. `cells` counts the per-dataset/LLM verdicts listed below."
+def _legend(rs: Resampling) -> tuple[str, list[tuple[str, str]], str]:
+    """The table's legend: what a row gives, one line per verdict, then the other columns."""
+    head = (
+        f"Each finding's effect with its {100 * rs.confidence:g}% bootstrap interval over queries ({rs.n_resamples} "
+        f"resamples, seed {rs.seed}), pooled over the datasets in the claim's scope, each weighted equally. Verdicts:"
+    )
+    verdicts = [
+        ("holds", "the interval lies entirely on the claimed side of `expected` (inside its band)"),
+        ("reversed", "it lies entirely on the other side (outside the band)"),
+        ("inconclusive", "it contains `expected` (straddles an edge of the band), or there is none"),
+        (TOO_FEW, f"fewer than {rs.min_queries} queries (report.min_queries): shown, not judged"),
+        (BY_CONSTRUCTION, "how the compared quantities are built fixes the sign: described, not tested"),
+        (NOT_RUN, "inputs not configured, or no dataset in the claim's scope (the note says which)"),
+    ]
+    tail = (
+        "`partly_built_in`: part of the effect is built in (a gold set replays the call that selected it); read it "
+        "beside its re-ask twin `<id>_reask`. `survives`: the twin or control holds where the finding holds (n/a: "
+        "it does not hold, or the twin did not run). `cells`: the per-dataset/LLM verdicts, listed below. "
+        "Non-genuine outputs did not parse or repeated the prompt (an echo)."
+    )
+    return head, verdicts, tail
+
+
+_REASK_HEAD = (
+    "Each finding with a built-in part beside its twin on the re-ask answers: the same contexts answered again under "
+    "a paraphrased instruction, passages in reverse order, gold sets and known flags unchanged, so no evaluated call "
+    "is the one that selected its passages."
 )
 
 
-def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
-    """findings.md: the summary table, the re-ask twins beside their originals, how each finding is
-    built and which datasets it covers, then each finding's cells."""
-    head = (
-        "# Findings\n\n" + _HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed) + "\n"
-    )
-    parts = [head, markdown(summary_frame(entries))]
+def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling, llms: Sequence[str] = ()) -> str:
+    """findings.md: what the run establishes (the summary), the table of every finding with its
+    legend, the re-ask twins beside their originals, how each finding is built and which datasets it
+    covers, then each finding's cells. ``llms`` are named in the summary."""
+    head, verdicts, tail = _legend(rs)
+    parts = [
+        "# Findings\n",
+        "## What this run establishes\n",
+        summary_markdown(summarize(entries, min_queries=rs.min_queries, llms=llms)),
+        "## Every finding\n",
+        head + "\n\n" + "\n".join(f"- `{v}`: {text}." for v, text in verdicts) + "\n\n" + tail + "\n",
+        markdown(summary_frame(entries)),
+    ]
     reask = reask_frame(entries)
     if reask.height:
-        parts.append(
-            "## Re-ask control\n\nEvery finding whose construction builds part of its verdict in, beside its twin on "
-            "the re-ask answers: the same contexts answered again under a paraphrased instruction with the passages in "
-            "reverse order, while gold sets and known flags stay those of the answer prompt, so no evaluated call is "
-            "the call that selected its passages. `survives`: the twin holds (n/a: the original neither holds nor is "
-            "built in, or the twin did not run).\n"
-        )
-        parts.append(markdown(reask))
+        parts += ["## Re-ask control\n\n" + _REASK_HEAD + "\n", markdown(reask)]
     parts.append("## How each finding is built, and the datasets it covers\n")
     parts.append(markdown(construction_frame(entries)))
     for e in entries:
@@ -205,7 +220,7 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> s
     return "\n".join(parts)
 
 
-def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
+def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling, llms: Sequence[str] = ()) -> str:
     """findings.html: the same as findings.md, as a page the Snakemake report shows inline."""
     import html
 
@@ -214,18 +229,30 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling) -> str:
             index=False, na_rep="n/a", float_format=lambda x: f"{x:.1f}", border=0, classes="findings"
         )
 
+    def text(line: str) -> str:
+        """Escaped, with `code` spans."""
+        pieces = html.escape(line).split("`")
+        return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+
+    head, verdicts, tail = _legend(rs)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Findings</title><style>"
         "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin-bottom:1.5em}"
         "th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}"
+        "p,ul{max-width:60em}"
         "</style></head><body>",
         "<h1>Findings</h1>",
-        f"<p>{html.escape(_HEAD.format(confidence=100 * rs.confidence, resamples=rs.n_resamples, seed=rs.seed))}</p>",
+        "<h2>What this run establishes</h2>",
+        summary_html(summarize(entries, min_queries=rs.min_queries, llms=llms)),
+        "<h2>Every finding</h2>",
+        f"<p>{text(head)}</p><ul>"
+        + "".join(f"<li><code>{html.escape(v)}</code>: {text(t)}.</li>" for v, t in verdicts)
+        + f"</ul><p>{text(tail)}</p>",
         table(summary_frame(entries)),
     ]
     reask = reask_frame(entries)
     if reask.height:
-        parts += ["<h2>Re-ask control</h2>", table(reask)]
+        parts += ["<h2>Re-ask control</h2>", f"<p>{text(_REASK_HEAD)}</p>", table(reask)]
     parts += ["<h2>How each finding is built, and the datasets it covers</h2>", table(construction_frame(entries))]
     for e in entries:
         if e["cells"]:

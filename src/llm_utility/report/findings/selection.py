@@ -227,6 +227,7 @@ def _known_overselection(claim: Claim, inputs: FindingInputs, rs: Resampling) ->
     )
 
 
+SECTION = "Section 6.1: utility selection (Tables 2, 8)"
 FINDINGS = [
     Finding(LISTWISE_BEATS_POINTWISE, _listwise_beats_pointwise),
     Finding(PSEUDO_ANSWER_IMPROVES_F1, _pseudo_answer_improves_f1),
