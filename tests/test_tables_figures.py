@@ -193,7 +193,7 @@ NOTATION_PATTERNS = {  # how each notation shows in a Markdown cell
     "<sup>tie</sup>": r"<sup>tie</sup>",
     "(x.x)": r" \([0-9]+\.[0-9]\)",
     "<sub>[lo, hi]</sub>": r"<sub>\[",
-    "-": r"^-$",
+    "`-`": r"^-$",
 }
 
 
@@ -233,7 +233,7 @@ def test_each_legend_names_exactly_the_notation_its_tables_show(tmp_path):
     }
     expected = {
         "bounds": {"**bold**", "<sup>ng</sup>", "<sup>tie</sup>", "<sub>[lo, hi]</sub>"},
-        "missing": {"**bold**", "<sup>ng</sup>", "<sup>tie</sup>", "-"},
+        "missing": {"**bold**", "<sup>ng</sup>", "<sup>tie</sup>", "`-`"},
         "plain": {"**bold**"},
         "table1": {"**bold**", "<sup>ub</sup>", "(x.x)"},
         "table1 reask only": {"**bold**", "(x.x)"},
@@ -281,10 +281,10 @@ def test_table2_markdown_is_one_narrow_table_per_dataset_and_the_tex_keeps_the_p
 def test_simple_tables_explain_a_missing_value_only_where_there_is_one():
     with_null = pl.DataFrame({"run": ["a", "b"], "recall": [80.0, None]})
     page = tables.simple_markdown(with_null, title="T", glossary=(("recall", "share found"),), missing="undefined")
-    assert page.startswith("## T\n") and "- `recall`: share found" in page and "- n/a: undefined" in page
+    assert page.startswith("## T\n") and "- `recall`: share found" in page and "- `n/a`: undefined" in page
     assert re.search(r"^\| b +\| +n/a +\|$", page, re.MULTILINE)
     page = tables.simple_markdown(with_null.drop_nulls(), title="T", glossary=(("recall", "share found"),))
-    assert "- n/a" not in page
+    assert "n/a" not in page
 
 
 def test_latex_escape():
@@ -456,3 +456,21 @@ def test_figure4_overlap_check_finds_a_title_on_a_legend(tmp_path):
     fig.legend(loc="upper center")
     FigureCanvasAgg(fig).draw()
     assert _overlapping_texts(fig)
+
+
+def test_a_table_page_comes_as_html_too_with_its_legend_and_marks(tmp_path):
+    """write_page: the Markdown and, beside it, the same page as HTML (what the report shows inline)."""
+    answer = table1_frame().with_columns(block=pl.lit("answer"))
+    df = pl.concat([answer, answer.with_columns(block=pl.lit("reask"))]).select("block", *table1_frame().columns)
+    tables.write_table1(df, tmp_path / "t1.csv", tmp_path / "t1.md", tmp_path / "t1.tex")
+    text = (tmp_path / "t1.md").read_text()
+    page = (tmp_path / "t1.html").read_text()
+    assert page.startswith("<!doctype html>") and "<title>Table 1: " in page
+    assert page.count("<table>") == text.count("\n| LLM ") == 2  # one per block
+    items = re.findall(r"<li>(.*?)</li>", page)
+    assert len(items) == text.count("\n- ")  # every legend line
+    assert "<li><sup>ub</sup>: upper bound by construction" in page and "<li><b>bold</b>: " in page
+    assert "&lt;dataset&gt;, re-ask" in page  # text in angle brackets is escaped, the marks' tags kept
+    assert "<td style='text-align:right'><b>70.46</b> (3.0)</td>" in page
+    assert "<td style='text-align:right'>80.30<sup>ub</sup> (1.9)</td>" in page
+    assert "<td style='text-align:left'>llama_8b</td>" in page

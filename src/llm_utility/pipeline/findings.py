@@ -107,21 +107,21 @@ def transfer_unknown_job(*, answers, known, llms: Sequence[str], candidates: str
     import polars as pl
 
     from ..report.findings import transfer_unknown_both, transfer_unknown_markdown
-    from ..report.tables import with_legend, write_csv
+    from ..report.tables import with_legend, write_csv, write_page
 
     frames, flags = _read_keyed(answers), _read_known(known)
     datasets = list(dict.fromkeys(d for d, _, _ in frames))
     tables = [transfer_unknown_both(frames, flags, llms, d, candidates) for d in datasets]
     table = pl.concat(tables) if tables else transfer_unknown_both({}, {}, [], "", candidates)
     write_csv(table, csv)
-    write_text(with_legend(transfer_unknown_markdown(table), TRANSFER_UNKNOWN_LEGEND), md)
+    write_page(with_legend(transfer_unknown_markdown(table), TRANSFER_UNKNOWN_LEGEND), md)
 
 
 def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: logging.Logger = _log) -> None:
     """The cost table (``report.cost.cost_table``) of the model jobs listed in ``jobs`` (rule,
     wildcards, log, benchmark): CSV and Markdown."""
     from ..report.cost import cost_table
-    from ..report.tables import simple_markdown, write_csv
+    from ..report.tables import simple_markdown, write_csv, write_page
 
     table = cost_table(jobs)
     write_csv(table, csv)
@@ -144,7 +144,7 @@ def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: loggi
         missing="not measured: a judge job's per-method rows share the job's benchmark, on its own row",
         floatfmt=".1f",
     )
-    write_text(page, md)
+    write_page(page, md)
     total = table.filter((table["rule"] == "total") & (table["llm"] == "all"))
     if total.height:
         log.info("cost: %s", total.to_dicts()[0])

@@ -537,14 +537,14 @@ def table6_job(
     (``human_coverage.json``, for the datasets whose annotations were mapped onto the corpus)."""
     from ..io import write_text
     from ..report.datasets import table6, table6_latex, table6_markdown
-    from ..report.tables import write_csv
+    from ..report.tables import write_csv, write_page
 
     q = [read_table(p, QUERIES_SCHEMA) for p in queries]
     sizes = [pq.ParquetFile(p).metadata.num_rows for p in passages]
     reports = {name: json.loads(open(path, encoding="utf-8").read()) for name, path in coverage.items()}
     df = table6(datasets, corpora, q, sizes, reports)
     write_csv(df, csv)
-    write_text(table6_markdown(df), md)
+    write_page(table6_markdown(df), md)
     write_text(table6_latex(df), tex)
     return df
 

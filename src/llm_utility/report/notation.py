@@ -188,8 +188,8 @@ class Legend:
 
     def entries(self, markup: str = "md") -> list[tuple[str, str]]:
         """(term as the file shows it, meaning): the glossary, then each notation in ``used``."""
-        terms = dict(_TERMS[markup], **{MISSING: self.missing_term})
         wrap = "`{}`" if markup == "md" else "{}"
+        terms = dict(_TERMS[markup], **{MISSING: wrap.format(self.missing_term)})
         out = [(wrap.format(term), meaning) for term, meaning in self.glossary]
         return out + [(terms[n], self._meaning(n)) for n in _TERMS["md"] if n in self.used]
 

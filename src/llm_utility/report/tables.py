@@ -57,6 +57,86 @@ def write_csv(df: pl.DataFrame, path: str | os.PathLike) -> None:
         df.write_csv(tmp)
 
 
+# --- pages: each table's Markdown, and the same as HTML for the report -----------------------------------
+
+_PAGE_STYLE = (
+    "body{font-family:sans-serif;font-size:14px;margin:1em;max-width:100em}"
+    "table{border-collapse:collapse;margin-bottom:1.5em}th,td{padding:3px 8px;border-bottom:1px solid #ddd}"
+    "th{background:#f3f3f3}li{margin-bottom:2px}code{background:#f3f3f3;padding:0 2px}"
+)
+# The inline tags a table page uses (intervals, marks); every other "<" is text, e.g. "<dataset>".
+_KEPT_TAGS = re.compile(r"&lt;(/?)(sub|sup)&gt;")
+
+
+def _inline_html(text: str) -> str:
+    import html
+
+    text = _KEPT_TAGS.sub(r"<\1\2>", html.escape(text, quote=False))
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+
+
+def _table_html(lines: Sequence[str]) -> str:
+    """A Markdown pipe table (header, alignment row, rows) as an HTML table, keeping its alignment."""
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    align = ["right" if a.endswith(":") and not a.startswith(":") else "left" for a in cells(lines[1])]
+    head = "".join(f"<th style='text-align:{a}'>{_inline_html(c)}</th>" for c, a in zip(cells(lines[0]), align))
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td style='text-align:{a}'>{_inline_html(c)}</td>" for c, a in zip(cells(line), align))
+        + "</tr>"
+        for line in lines[2:]
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def page_html(text: str) -> str:
+    """A table page's Markdown (headings, paragraphs, the legend's list, pipe tables: what this module
+    writes) as a standalone HTML page, which the Snakemake report shows inline."""
+    import html
+
+    lines = text.splitlines()
+    title = next((line.lstrip("# ") for line in lines if line.startswith("#")), "Table")
+    body: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            body.append(_table_html(lines[i:j]))
+            i = j
+            continue
+        if line.startswith("- "):
+            j = i
+            while j < len(lines) and lines[j].startswith("- "):
+                j += 1
+            body.append("<ul>" + "".join(f"<li>{_inline_html(item[2:])}</li>" for item in lines[i:j]) + "</ul>")
+            i = j
+            continue
+        heading = re.match(r"^(#{1,4}) (.*)$", line)
+        if heading:
+            level = len(heading.group(1))
+            body.append(f"<h{level}>{_inline_html(heading.group(2))}</h{level}>")
+        elif line.strip():
+            body.append(f"<p>{_inline_html(line)}</p>")
+        i += 1
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_PAGE_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def write_page(text: str, md_path: str | os.PathLike) -> None:
+    """Write a table page as Markdown to ``md_path`` and, beside it (``.html``), as HTML."""
+    write_text(text, md_path)
+    write_text(page_html(text), os.fspath(md_path).removesuffix(".md") + ".html")
+
+
 # --- Table 1 -----------------------------------------------------------------------------------------
 
 TABLE1_TITLE = "Table 1: answer generation with each set of passages (correct answers, %)"
@@ -192,7 +272,7 @@ def write_table1(
     """Write Table 1 (the frame from ``analysis.table1``): tidy CSV, Markdown and LaTeX, the last two
     with a legend (``intervals``: the bootstrap settings the legend names)."""
     write_csv(df, csv_path)
-    write_text(table1_markdown(df, intervals), md_path)
+    write_page(table1_markdown(df, intervals), md_path)
     write_text(table1_latex(df, intervals), tex_path)
 
 
@@ -258,7 +338,7 @@ def write_simple_table(df: pl.DataFrame, csv_path: str | os.PathLike, md_path: s
     """Write a tidy frame as CSV, and as one Markdown table; with ``page`` (``simple_markdown``'s
     title, intro, glossary...), headed by a title and a legend."""
     write_csv(df, csv_path)
-    write_text(simple_markdown(df, **page) if page else markdown(df), md_path)
+    write_page(simple_markdown(df, **page) if page else markdown(df), md_path)
 
 
 # --- grouped tables (Tables 2 to 5, 7 and 8) -----------------------------------------------------------
@@ -460,7 +540,7 @@ def write_grouped_table(
     (``grouped_latex``: the paper's layout), both with a legend; ``intro`` replaces the layout's
     (a table with nothing to compare says why)."""
     write_csv(df, csv_path)
-    write_text(grouped_markdown(df, layout, intervals, intro), md_path)
+    write_page(grouped_markdown(df, layout, intervals, intro), md_path)
     write_text(grouped_latex(df, layout, intervals), tex_path)
 
 
