@@ -136,7 +136,11 @@ def qrels_agreement_job(
             ("own", "true where the judge is the answering LLM's own qrels"),
             ("queries", "all, or unknown: only the queries the LLM does not answer correctly without passages"),
             ("n, runs", "the queries answered with every run; the runs compared"),
-            ("auc", "chance that a correct answer's metric exceeds a wrong one's (Mann-Whitney, ties half; 0.5: none)"),
+            (
+                "auc",
+                "chance that a correct answer's metric exceeds a wrong one's (Mann-Whitney, ties count half; "
+                "0.5: chance)",
+            ),
             ("point_biserial", "Pearson's r of the metric with the answer's correctness (0/1)"),
             (
                 "kendall_tau",
