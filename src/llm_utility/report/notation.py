@@ -181,7 +181,7 @@ class Legend:
         if notation == SIZE:
             return self.size or "the average size of the value's set"
         if notation == INTERVAL:
-            return f"{interval_words(self.intervals)}; none where the value rests on a single query"
+            return f"{interval_words(self.intervals)}; none where the value rests on a single query or none comes out"
         if notation == MISSING:
             return self.missing
         raise ValueError(f"unknown notation {notation!r}")
