@@ -89,10 +89,15 @@ def weights_dir(pattern, **values):
 
 
 def table_outputs(rule, name=None, formats=("csv", "md", "tex"), category="2 Tables"):
-    """A table's files (results/tables/<name>.<format>), the Markdown one in the report."""
+    """A table's files (results/tables/<name>.<format>); its Markdown page comes with the same page
+    as HTML (report.tables.write_page), which the report shows inline, the Markdown beside it.
+    """
     name = name or TABLE_NAMES[rule]
-    out = {ext: fill(TABLE, name=name, ext=ext) for ext in formats}
-    out["md"] = report(out["md"], caption=f"../report/{rule}.rst", category=category)
+    out = {ext: fill(TABLE, name=name, ext=ext) for ext in (*formats, "html")}
+    for page in ("html", "md"):
+        out[page] = report(
+            out[page], caption=f"../report/{rule}.rst", category=category
+        )
     return out
 
 

@@ -255,6 +255,10 @@ use rule table3 as table7 with:
     input:
         **answers_inputs(DATASETS, lambda llm: table7_contexts(MODEL_PLAN)),
         **known_inputs(),
+        # The LLM's own rankings behind the reranked_* rows, for their genuine/unparsed/echo shares.
+        **keyed_per_llm(
+            "judgments", RANKINGS, DATASETS, lambda d, llm: RANK["rag_methods"]
+        ),
     output:
         **table_outputs("table7"),
     log:

@@ -717,9 +717,10 @@ def test_interval_columns_sit_beside_their_values_and_render_small():
         ["dataset", "llm", "column"],
     )
     assert with_iv.columns == ["dataset", "llm", "column", "correct", "lo", "hi", "avg_size", "n_queries"]
-    assert table1_blocks(with_iv, "md")["d"].loc["a", "None"] == "**50.00** <sub>[20.0, 80.0]</sub>"
-    assert table1_blocks(with_iv, "tex")["d"].loc["a", "None"] == r"\textbf{50.00} {\scriptsize [20.0, 80.0]}"
-    assert table1_blocks(table, "md")["d"].loc["a", "None"] == "**50.00**"  # intervals off: the paper's layout
+    # A lone cell beats nothing: not bold.
+    assert table1_blocks(with_iv, "md")["d"].loc["a", "None"] == "50.00 <sub>[20.0, 80.0]</sub>"
+    assert table1_blocks(with_iv, "tex")["d"].loc["a", "None"] == r"50.00 {\scriptsize [20.0, 80.0]}"
+    assert table1_blocks(table, "md")["d"].loc["a", "None"] == "50.00"  # intervals off: the paper's layout
     scores = pl.DataFrame(
         {
             "llm": ["a", "a"],

@@ -310,15 +310,24 @@ def test_table3_rows_carry_the_outcomes_of_their_selections():
     assert shares["selected_listwise_from_m"] == pytest.approx((200 / 3, 0.0, 100 / 3))  # n1, e1 genuine; n2 echo
 
 
-def test_a_table_names_the_cells_that_mostly_echo():
+def test_table7_rows_carry_the_outcomes_of_their_own_rankings():
     import polars as pl
 
-    from llm_utility.pipeline.report import echo_note
+    from llm_utility.report.judgments import known_split, with_selection_outcomes
 
-    frame = pl.DataFrame(
-        {"dataset": ["d", "d"], "llm": ["tiny", "big"], "method": ["listwise_pa", "listwise_pa"], "echo": [75.0, 10.0]}
-    )
-    note = echo_note(frame)
-    assert "tiny listwise_pa on d: 75%" in note and "big" not in note and "not how it judges utility" in note
-    assert echo_note(frame.with_columns(echo=pl.lit(49.9))) == ""
-    assert echo_note(frame.drop("echo")) == ""
+    qids = ["n1", "n2", "e1"]
+    answers = {
+        ("d", "m", "topk"): pl.DataFrame({"qid": qids, "correct": [True, False, True]}),
+        ("d", "m", "reranked_listwise_top2"): pl.DataFrame({"qid": qids, "correct": [True, True, False]}),
+        ("d", "m", "reranked_likelihood_top2"): pl.DataFrame({"qid": qids, "correct": [False, True, False]}),
+    }
+    known = {("d", "m"): pl.DataFrame({"qid": qids, "known": [False, False, True]})}
+    # The listwise ranking echoed on n2 (ECHOES' outcomes: n1, e1 genuine, n2 echo); the likelihood
+    # ranking was never given: its row has no shares.
+    split = with_selection_outcomes(known_split(answers, known), answers, {("d", "m", "listwise"): ECHOES})
+    shares = {s: (g, u, e) for s, g, u, e in split.select("source", "genuine", "unparsed", "echo").iter_rows()}
+    assert shares["reranked_listwise_top2"] == pytest.approx((200 / 3, 0.0, 100 / 3))
+    assert shares["reranked_likelihood_top2"] == (None, None, None) and shares["topk"] == (None, None, None)
+    # Another LLM's ranking is not this row's: keyed by the row's own LLM only.
+    other = with_selection_outcomes(known_split(answers, known), answers, {("d", "x", "listwise"): ECHOES})
+    assert other.filter(pl.col("source") == "reranked_listwise_top2")["genuine"].to_list() == [None]

@@ -426,6 +426,10 @@ def test_report_jobs(run, tmp_path):
     assert "echo %" in (tmp_path / "t3.md").read_text()
     rer = {(DATASET, llm, ctx): ans(llm, ctx) for llm in LLMS for ctx in ["topk", "reranked_likelihood_top2"]}
     pipeline.rag_table_job(table="table7", answers=rer, known=known, **out("t7"))
+    # Every table page has a title and a legend, in Markdown and, beside it, in HTML.
+    for name in ("t1", "e", "t2", "t8", "t4", "t3", "t7"):
+        md, page = (tmp_path / f"{name}.md").read_text(), (tmp_path / f"{name}.html").read_text()
+        assert md.startswith("## ") and "**Legend**" in md and "<b>Legend</b>" in page, name
 
     def fig(name):
         return {ext: str(tmp_path / f"{name}.{ext}") for ext in ("png", "pdf", "csv")}

@@ -93,40 +93,65 @@ def findings_job(
     return entries
 
 
+# What the transfer tables' notation means, inserted before their first table.
+TRANSFER_UNKNOWN_LEGEND = (
+    ("all queries (paper)", "every query of the dataset, as in the paper's transfer figures"),
+    (
+        "diagonal",
+        "an LLM answering with its own gold set, which was selected on these same answers (a one-passage set "
+        "replays the call that selected it; on all queries a known query's empty set replays its correct "
+        "no-passage answer): its advantage is partly built in, which the unknown-to-both control and Table 1's "
+        "re-ask check",
+    ),
+    ("(n=...)", "the number of queries unknown to both behind the cell"),
+    ("n/a (n=0)", "no query is unknown to both"),
+)
+
+
 def transfer_unknown_job(*, answers, known, llms: Sequence[str], candidates: str, csv: str, md: str) -> None:
     """The transfer matrices (``candidates`` C or U) beside their control on the queries unknown to
     both LLMs of each cell, every dataset: tidy CSV and Markdown."""
     import polars as pl
 
     from ..report.findings import transfer_unknown_both, transfer_unknown_markdown
-    from ..report.tables import write_csv
+    from ..report.tables import with_legend, write_csv, write_page
 
     frames, flags = _read_keyed(answers), _read_known(known)
     datasets = list(dict.fromkeys(d for d, _, _ in frames))
     tables = [transfer_unknown_both(frames, flags, llms, d, candidates) for d in datasets]
     table = pl.concat(tables) if tables else transfer_unknown_both({}, {}, [], "", candidates)
     write_csv(table, csv)
-    write_text(transfer_unknown_markdown(table), md)
+    write_page(with_legend(transfer_unknown_markdown(table), TRANSFER_UNKNOWN_LEGEND), md)
 
 
 def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: logging.Logger = _log) -> None:
     """The cost table (``report.cost.cost_table``) of the model jobs listed in ``jobs`` (rule,
     wildcards, log, benchmark): CSV and Markdown."""
     from ..report.cost import cost_table
-    from ..report.tables import markdown, write_csv
+    from ..report.tables import simple_markdown, write_csv, write_page
 
     table = cost_table(jobs)
     write_csv(table, csv)
-    note = (
-        "## Cost of the model stages\n\n"
-        "Per rule, method and LLM: the backend and dtype its models ran on and in, model jobs, LLM calls made by the "
-        "model and served by the generation store, prompt and generated tokens of the calls made, seconds inside the "
-        "store's calls, wall seconds of the jobs (Snakemake benchmarks, model loading included) and the largest peak "
-        "memory (MB). Read from the jobs' `store_stats` log lines and benchmark files: each job's latest run. An "
-        "LLM with `keep_loaded` is loaded by its model hosts, once per host, not by its jobs: their wall seconds and "
-        "memory leave the loading out (each job's log names its host and that host's log).\n"
+    page = simple_markdown(
+        table,
+        title="Cost of the model stages",
+        intro="Per rule, method and LLM: the backend and dtype its models ran on and in, model jobs, LLM calls made "
+        "by the model and served by the generation store, prompt and generated tokens of the calls made, seconds "
+        "inside the store's calls, wall seconds of the jobs (Snakemake benchmarks, model loading included) and the "
+        "largest peak memory (MB). Read from the jobs' `store_stats` log lines and benchmark files: each job's latest "
+        "run. An LLM with `keep_loaded` is loaded by its model hosts, once per host, not by its jobs: their wall "
+        "seconds and memory leave the loading out (each job's log names its host and that host's log).",
+        glossary=(
+            ("method", "a judge job's calls per method (rank_<method>: its rankings); the job's own row has none"),
+            ("kinds", "the kinds of model call: generate, score (likelihoods), attention"),
+            ("calls_served", "calls found in the generation store: they cost nothing"),
+            ("missing", "jobs without a log or benchmark"),
+            ("total", "the rows of each LLM summed, and of all of them (llm all)"),
+        ),
+        missing="not measured: a judge job's per-method rows share the job's benchmark, on its own row",
+        floatfmt=".1f",
     )
-    write_text(note + "\n" + markdown(table, floatfmt=".1f"), md)
+    write_page(page, md)
     total = table.filter((table["rule"] == "total") & (table["llm"] == "all"))
     if total.height:
         log.info("cost: %s", total.to_dicts()[0])

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
 
 from ..io import read_table
+from ..report.notation import GroupedTable, Value
 from ..schemas import GOLD_SCHEMA, QUERIES_SCHEMA
 
 _log = logging.getLogger("llm_utility")
@@ -66,7 +66,7 @@ def table1_job(
     if intervals:
         bounds = table1_intervals(frames, **_resampling(intervals), blocks=blocks)
         table = join_intervals(table, bounds, ["block", "dataset", "llm", "column"])
-    write_table1(table, csv, md, tex)
+    write_table1(table, csv, md, tex, intervals)
 
 
 def _resampling(intervals: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +103,24 @@ def empty_answers_job(*, answers, csv: str, md: str, log=_log) -> None:
     from ..report.tables import write_simple_table
 
     table = empty_answers(read_answers(answers))
-    write_simple_table(table, csv, md)
+    write_simple_table(
+        table,
+        csv,
+        md,
+        title="Empty answers",
+        intro="How often each LLM answered with nothing, per dataset and context. A model that says nothing scores "
+        "0 everywhere: read Table 1 beside this.",
+        glossary=(
+            (
+                "context",
+                "the passages the LLM answered with: none (no passage), single (each passage of U alone), topk (C), "
+                "union (U), human, gold_C_from_<llm> / gold_U_from_<llm> (that LLM's gold set among C / U)",
+            ),
+            ("calls, empty", "answers in that context; those empty or only whitespace"),
+            ("empty_pct", "empty / calls (%)"),
+        ),
+        missing="no call in that context",
+    )
     worst = table.sort("empty_pct", descending=True).head(1)
     if worst.height:
         log.info("most empty outputs: %s", worst.to_dicts()[0])
@@ -157,162 +174,221 @@ def _read_known(known: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], p
     return {key: read_table(path).select("qid", "known") for key, path in known.items()}
 
 
-@dataclass(frozen=True)
-class GroupedTable:
-    """A judgment table's title, note and layout (``report.tables.write_grouped_table``): one block
-    per ``group``, rows ``index``, columns ``values`` (column, header, which is best) per ``across``.
-    ``note_suffix`` follows the note, also a note a rule gives instead of ``note``."""
-
-    title: str
-    note: str
-    group: str
-    index: tuple[str, ...]
-    across: str
-    values: tuple[tuple[str, str, str], ...]
-    note_suffix: str = ""
-
-
-# Each metric with the unparsed and echo shares of its own queries beside it (such an output counts
-# as a failure in the metric; the shares say how much of it is parsing and prompt copying), and the
-# share of judged queries whose outputs are all genuine judgments.
+# The shares of outputs that are no judgment, beside each metric (such an output counts as a failure in
+# it; the shares say how much of it is parsing and prompt copying), and the genuine share.
+_OUTCOME_GLOSSARY = (
+    (
+        "unparsed %",
+        "share of the metric's queries (named in parentheses) with an output that did not parse (pointwise: one of "
+        "its outputs); it selects nothing: a miss for P, R and F1, never a correct rejection for Acc",
+    ),
+    (
+        "echo %",
+        "the same for an output that repeats its prompt (its output format, example, an acknowledgement, a passage "
+        "or the instruction)",
+    ),
+    (
+        "genuine %",
+        "share of the judged queries whose every output is a judgment of the model's own (genuine, unparsed and "
+        "echo sum to 100)",
+    ),
+)
+_NONEMPTY, _EMPTY = ("unparsed_nonempty", "echo_nonempty"), ("unparsed_empty", "echo_empty")
 _SELECTION_VALUES = (
-    ("f1", "F1", "max"),
-    ("unparsed_nonempty", "unparsed % (F1)", ""),
-    ("echo_nonempty", "echo % (F1)", ""),
-    ("accuracy_empty", "Acc (empty gold)", "max"),
-    ("unparsed_empty", "unparsed % (Acc)", ""),
-    ("echo_empty", "echo % (Acc)", ""),
-    ("genuine", "genuine %", ""),
+    Value("f1", "F1", "max", _NONEMPTY),
+    Value("unparsed_nonempty", "unparsed % (F1)"),
+    Value("echo_nonempty", "echo % (F1)"),
+    Value("accuracy_empty", "Acc (empty gold)", "max", _EMPTY),
+    Value("unparsed_empty", "unparsed % (Acc)"),
+    Value("echo_empty", "echo % (Acc)"),
+    Value("genuine", "genuine %"),
 )
-_UNPARSED_NOTE = (
-    "An output that does not parse, or that repeats its prompt (an echo: a copy of the output format, its example, "
-    "an acknowledgement, a passage or the instruction), is a failure: it selects nothing (a miss for F1) and is never "
-    "a correct rejection (Acc). unparsed % / echo %: share of the metric's queries whose output (pointwise: one of "
-    "its outputs) did not parse / repeated the prompt; genuine %: share of the judged queries whose every output is "
-    "a judgment of the model's own (genuine, unparsed and echo sum to 100)."
-)
-_KNOWN_SPLIT_VALUES = (("unknown", "Unk", "max"), ("known", "Known", "max"))
-# A table names the cells where at least this share of the judged queries' outputs repeat the prompt.
-ECHO_NOTE_SHARE = 50.0
-
-
-def echo_note(frame: pl.DataFrame, row: str = "method") -> str:
-    """A sentence naming the cells (LLM, ``row``, dataset) of a judgment table whose echo share is
-    at least ``ECHO_NOTE_SHARE``: there the table measures how often the model repeats its prompt,
-    not how it judges utility. Empty when there are none."""
-    if "echo" not in frame.columns:
-        return ""
-    high = frame.filter(pl.col("echo").fill_nan(None) >= ECHO_NOTE_SHARE)
-    if not high.height:
-        return ""
-    cells = "; ".join(
-        f"{llm} {name} on {dataset}: {echo:.0f}%"
-        for llm, name, dataset, echo in high.select("llm", row, "dataset", "echo").iter_rows()
-    )
-    return (
-        f"Echo share of at least {ECHO_NOTE_SHARE:.0f}% of the judged queries ({cells}): these cells measure how often "
-        "the model repeats its prompt under the authors' output format, not how it judges utility (the prompts are "
-        "the paper's, tuned to no model)."
-    )
-
+_SELECTION_GLOSSARY = (
+    (
+        "F1",
+        "harmonic mean of the averaged precision and recall, over the judged queries whose gold set G(C) is not empty",
+    ),
+    ("Acc (empty gold)", "share of the judged queries with an empty gold set where the method selected nothing"),
+) + _OUTCOME_GLOSSARY
+_BY_METHOD = "the methods of one LLM in one column"
+_NO_QUERY = "no judged query of that kind (e.g. none with an empty gold set)"
 
 # Tables of selection scores (``report.judgments.selection_scores``), by rule.
 SELECTION_TABLES = {
     "table2": GroupedTable(
-        title="Table 2: utility-based selection (F1 / Accuracy, %, "
-        "with the shares of genuine, unparsed and echo outputs)",
-        note="F1 over queries whose gold set G(C) is not empty (harmonic mean of the averaged precision and recall); "
-        "Acc: share of empty-gold queries where nothing was selected. " + _UNPARSED_NOTE,
+        title="Table 2: utility-based selection (F1 / Accuracy, %)",
+        intro="Verbalized selection of the candidates C by each method, against the LLM's own gold set G(C), over "
+        "the judged queries: F1 where the gold set is not empty, Acc where it is empty.",
         group="llm",
         index=("method",),
         across="dataset",
         values=_SELECTION_VALUES,
+        glossary=_SELECTION_GLOSSARY,
+        compared=_BY_METHOD,
+        missing=_NO_QUERY,
+        counts=("n_nonempty", "n_empty"),
     ),
     "table5": GroupedTable(
         title="Table 5: thinking in utility judgments (F1, %)",
-        note="(D): pseudo-answer generated directly from the top-k; (T): generated with thinking.",
+        intro="Utility selection with thinking on and off, for the LLMs with a thinking switch, as in Table 2.",
         group="llm",
         index=("method",),
         across="dataset",
         values=_SELECTION_VALUES,
-        note_suffix=_UNPARSED_NOTE,
+        glossary=(("(D), (T)", "pseudo-answer generated directly from the top-k / with thinking"),)
+        + _SELECTION_GLOSSARY,
+        compared=_BY_METHOD,
+        missing=_NO_QUERY,
+        counts=("n_nonempty", "n_empty"),
     ),
     "table8": GroupedTable(
         title="Table 8: known-rejection (listwise with pseudo-answer, without / with the instruction)",
-        note="P/R/F1 over queries whose gold set is not empty; count (unknown / known): average passages "
-        "selected on the queries the LLM answers wrongly / correctly with no passage (the paper's split); "
-        "count (non-empty / empty gold): the same by gold set, an extra split (an unknown query that no single "
-        "passage helps has an empty gold set too); Acc: share of empty-gold queries where nothing was selected. "
-        + _UNPARSED_NOTE,
+        intro="Listwise selection with pseudo-answer without (listwise_pa) and with (listwise_pa_reject) the "
+        "instruction to select nothing when the LLM can answer alone, over the judged queries.",
         group="dataset",
         index=("llm",),
         across="method",
         values=(
-            ("precision", "P", ""),
-            ("recall", "R", ""),
-            ("f1", "F1", ""),
-            ("unparsed_nonempty", "unparsed % (P/R/F1)", ""),
-            ("echo_nonempty", "echo % (P/R/F1)", ""),
-            ("avg_selected_unknown", "count (unknown)", ""),
-            ("avg_selected_known", "count (known)", ""),
-            ("unparsed_unknown", "unparsed % (unknown)", ""),
-            ("echo_unknown", "echo % (unknown)", ""),
-            ("unparsed_known", "unparsed % (known)", ""),
-            ("echo_known", "echo % (known)", ""),
-            ("avg_selected_nonempty", "count (non-empty gold)", ""),
-            ("avg_selected_empty", "count (empty gold)", ""),
-            ("accuracy_empty", "Acc (empty gold)", ""),
-            ("unparsed_empty", "unparsed % (Acc)", ""),
-            ("echo_empty", "echo % (Acc)", ""),
-            ("genuine", "genuine %", ""),
+            Value("precision", "P", "", _NONEMPTY),
+            Value("recall", "R", "", _NONEMPTY),
+            Value("f1", "F1", "", _NONEMPTY),
+            Value("unparsed_nonempty", "unparsed % (P/R/F1)"),
+            Value("echo_nonempty", "echo % (P/R/F1)"),
+            Value("avg_selected_unknown", "count (unknown)", "", ("unparsed_unknown", "echo_unknown")),
+            Value("avg_selected_known", "count (known)", "", ("unparsed_known", "echo_known")),
+            Value("unparsed_unknown", "unparsed % (unknown)"),
+            Value("echo_unknown", "echo % (unknown)"),
+            Value("unparsed_known", "unparsed % (known)"),
+            Value("echo_known", "echo % (known)"),
+            Value("avg_selected_nonempty", "count (non-empty gold)", "", _NONEMPTY),
+            Value("avg_selected_empty", "count (empty gold)", "", _EMPTY),
+            Value("accuracy_empty", "Acc (empty gold)", "", _EMPTY),
+            Value("unparsed_empty", "unparsed % (Acc)"),
+            Value("echo_empty", "echo % (Acc)"),
+            Value("genuine", "genuine %"),
+        ),
+        glossary=(
+            (
+                "P, R, F1",
+                "precision, recall and the harmonic mean of their averages, over queries whose gold set is "
+                "not empty (%)",
+            ),
+            (
+                "count (unknown), count (known)",
+                "average number of passages selected on the queries the LLM answers wrongly / correctly with no "
+                "passage (the paper's split)",
+            ),
+            (
+                "count (non-empty gold), count (empty gold)",
+                "the same by gold set, an extra split (an unknown query that no single passage helps has an empty "
+                "gold set too)",
+            ),
+            ("Acc (empty gold)", "share of the empty-gold queries where nothing was selected (%)"),
+        )
+        + _OUTCOME_GLOSSARY,
+        missing=_NO_QUERY,
+        counts=("n_nonempty", "n_empty"),
+        md_rows=("llm", "method"),
+        sections=(
+            ("Selection on queries with a non-empty gold set", ("precision", "recall", "f1") + _NONEMPTY),
+            (
+                "Passages selected on unknown and known queries (the paper's split)",
+                ("avg_selected_unknown", "avg_selected_known", "unparsed_unknown", "echo_unknown")
+                + ("unparsed_known", "echo_known"),
+            ),
+            (
+                "By gold set (an extra split), and the genuine share",
+                ("avg_selected_nonempty", "avg_selected_empty", "accuracy_empty") + _EMPTY + ("genuine",),
+            ),
         ),
     ),
 }
+_OUTCOMES = ("unparsed", "echo")
+_KNOWN_SPLIT_GLOSSARY = (
+    ("Unk", "correct answers (%) on the judged queries the LLM answers wrongly with no passage"),
+    ("Known", "the same on the judged queries it answers correctly with no passage"),
+)
+_BY_SOURCE = "the rows of one LLM in one column"
 # Tables of RAG answers on the LLM's unknown and known queries against the top-k
 # (``report.judgments.known_split``), by rule.
 RAG_TABLES = {
     "table3": GroupedTable(
-        title="Table 3: RAG with utility selections (correct %, unknown / known queries, "
-        "with the shares of genuine, unparsed and echo selections)",
-        note="topk: the retriever's top-k; selected_<method>_from_<llm>: the passages the LLM selected itself. "
-        "Over the judged queries. genuine / unparsed / echo %: share of those queries whose selection was a judgment "
-        "of the model's own / did not parse / repeated its prompt; the last two select nothing, so those queries are "
-        "answered with no passage.",
+        title="Table 3: RAG with utility selections (correct %, unknown / known queries)",
+        intro="Each LLM answering with the passages it selected itself against the retriever's top-k, on its "
+        "unknown and known queries among the judged ones.",
         group="llm",
         index=("source",),
         across="dataset",
-        values=_KNOWN_SPLIT_VALUES
-        + (("genuine", "genuine %", ""), ("unparsed", "unparsed %", ""), ("echo", "echo %", "")),
+        values=(
+            Value("unknown", "Unk", "max", _OUTCOMES),
+            Value("known", "Known", "max", _OUTCOMES),
+            Value("genuine", "genuine %"),
+            Value("unparsed", "unparsed %"),
+            Value("echo", "echo %"),
+        ),
+        glossary=(
+            ("topk", "the retriever's top-k"),
+            ("selected_<method>_from_<llm>", "the passages the LLM selected itself with that method"),
+        )
+        + _KNOWN_SPLIT_GLOSSARY
+        + (
+            (
+                "genuine %, unparsed %, echo %",
+                "share of the row's queries whose selection was a judgment of the model's own / did not parse / "
+                "repeated its prompt; the last two select nothing, so those queries are answered with no passage",
+            ),
+        ),
+        compared=_BY_SOURCE,
+        counts=("n_unknown", "n_known"),
+        missing="not a selection (the top-k row), or no judged query of that kind (e.g. no known query)",
     ),
     "table7": GroupedTable(
         title="Table 7: RAG with the top passages of utility rankings (correct %, unknown / known)",
-        note="Over the judged queries.",
+        intro="Each LLM answering with the top passages of its own utility rankings against the retriever's top-k, "
+        "on its unknown and known queries among the judged ones.",
         group="llm",
         index=("source",),
         across="dataset",
-        values=_KNOWN_SPLIT_VALUES,
+        values=(
+            Value("unknown", "Unk", "max", _OUTCOMES),
+            Value("known", "Known", "max", _OUTCOMES),
+            Value("genuine", "genuine %"),
+            Value("unparsed", "unparsed %"),
+            Value("echo", "echo %"),
+        ),
+        glossary=(
+            ("topk", "the retriever's top-k"),
+            ("reranked_<method>_top<n>", "the top n passages of the LLM's own ranking by that method"),
+        )
+        + _KNOWN_SPLIT_GLOSSARY
+        + (
+            (
+                "genuine %, unparsed %, echo %",
+                "share of the row's queries whose ranking was a judgment of the model's own / did not parse / "
+                "repeated its prompt; the last two keep the retriever's order",
+            ),
+        ),
+        compared=_BY_SOURCE,
+        counts=("n_unknown", "n_known"),
+        missing="not a ranking (the top-k row), or no judged query of that kind (e.g. no known query)",
+        not_genuine="An unparsed or echoed ranking keeps the retriever's order: such a row answers with the "
+        "retriever's top passages.",
     ),
 }
 
 
 def _write_grouped(
-    frame: pl.DataFrame, layout: GroupedTable, csv: str, md: str, tex: str, note: str = "", extra: str = ""
+    frame: pl.DataFrame,
+    layout: GroupedTable,
+    csv: str,
+    md: str,
+    tex: str,
+    intervals: Mapping[str, Any] | None,
+    intro: str = "",
 ) -> None:
     from ..report.tables import write_grouped_table
 
-    text = " ".join(t for t in (note or layout.note, layout.note_suffix, extra) if t)
-    write_grouped_table(
-        frame,
-        csv,
-        md,
-        tex,
-        title=layout.title,
-        note=text,
-        group=layout.group,
-        index=list(layout.index),
-        across=layout.across,
-        values=list(layout.values),
-    )
+    write_grouped_table(frame, csv, md, tex, layout, intervals=intervals, intro=intro)
 
 
 def selection_table_job(
@@ -333,13 +409,13 @@ def selection_table_job(
     the average number of passages selected on unknown and on known queries (the paper's caption;
     ``known``: the known flags), and, as extra columns, on queries with a non-empty and an empty
     gold set, with Acc and the unparsed shares), as ``SELECTION_TABLES[table]`` lays it out;
-    ``note`` replaces the table's own note (a table with nothing to compare says why)."""
+    ``note`` replaces the table's own introduction (a table with nothing to compare says why)."""
     from ..report.judgments import selection_scores
 
     judged, gold_c = _read_keyed(judgments), _read_keyed(gold)
     flags = _read_known(known) if known else None
     scores = _with_selection_intervals(selection_scores(judged, gold_c, flags), judged, gold_c, intervals, flags)
-    _write_grouped(scores, SELECTION_TABLES[table], csv, md, tex, note, extra=echo_note(scores))
+    _write_grouped(scores, SELECTION_TABLES[table], csv, md, tex, intervals, note)
 
 
 def rag_table_job(
@@ -354,17 +430,47 @@ def rag_table_job(
     intervals: Mapping[str, Any] | None = None,
 ) -> None:
     """Table 3 (RAG with the LLM's own selections) or Table 7 (with the top passages of its utility
-    rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``); with
-    ``judgments`` (the selections behind Table 3's rows, keyed (dataset, llm, method)), each
-    selection row's shares of genuine, unparsed and echo outputs."""
+    rankings) against the top-k, on its unknown and known queries (``RAG_TABLES[table]``), with each
+    row's shares of genuine, unparsed and echo outputs from ``judgments``: the selections (Table 3)
+    or the LLM's own rankings (Table 7) behind the rows, keyed (dataset, llm, method); without
+    them the shares are empty."""
     from ..report.judgments import known_split, with_selection_outcomes
 
     frames, flags = _read_keyed(answers), _read_known(known)
     split = _with_known_split_intervals(known_split(frames, flags, baseline="topk"), frames, flags, "topk", intervals)
-    layout = RAG_TABLES[table]
-    if any(column == "echo" for column, _, _ in layout.values):
-        split = with_selection_outcomes(split, frames, _read_keyed(judgments or {}))  # without judgments: "-"
-    _write_grouped(split, layout, csv, md, tex, extra=echo_note(split, row="source"))
+    split = with_selection_outcomes(split, frames, _read_keyed(judgments or {}))
+    _write_grouped(split, RAG_TABLES[table], csv, md, tex, intervals)
+
+
+def table4_layout(k: int) -> GroupedTable:
+    """Table 4's layout at the ranking cutoff ``k``."""
+    return GroupedTable(
+        title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
+        intro="Each utility ranking of the candidates C, and the retriever's own order, against the LLM's own "
+        "gold set G(C), over the judged queries whose gold set is not empty.",
+        group="llm",
+        index=("method",),
+        across="dataset",
+        values=(
+            Value("ndcg", f"N@{k}", "max", _OUTCOMES),
+            Value("recall", f"R@{k}", "max", _OUTCOMES),
+            Value("unparsed", "unparsed %"),
+            Value("echo", "echo %"),
+        ),
+        glossary=(
+            (f"N@{k}, R@{k}", f"NDCG@{k} and Recall@{k} (%)"),
+            ("retriever", "the retriever's order: the baseline"),
+            (
+                "unparsed %, echo %",
+                "share of the queries whose verbalized ranking did not parse / repeated its prompt; both keep the "
+                "retriever's order",
+            ),
+        ),
+        compared=_BY_METHOD,
+        missing=_NO_QUERY,
+        not_genuine="An unparsed or echoed ranking keeps the retriever's order, so such a cell scores the "
+        "retriever, not the LLM.",
+    )
 
 
 def table4_job(
@@ -382,21 +488,7 @@ def table4_job(
         scores = join_intervals(
             scores, ranking_intervals(ranked, gold_c, k, **_resampling(intervals)), ["dataset", "llm", "method"]
         )
-    layout = GroupedTable(
-        title=f"Table 4: utility-based ranking (NDCG@{k} / Recall@{k}, %)",
-        note="Over the judged queries whose gold set G(C) is not empty; unparsed % / echo %: verbalized rankings whose "
-        "output did not parse / repeated its prompt (both kept in retrieval order).",
-        group="llm",
-        index=("method",),
-        across="dataset",
-        values=(
-            ("ndcg", f"N@{k}", "max"),
-            ("recall", f"R@{k}", "max"),
-            ("unparsed", "unparsed %", ""),
-            ("echo", "echo %", ""),
-        ),
-    )
-    _write_grouped(scores, layout, csv, md, tex, extra=echo_note(scores))
+    _write_grouped(scores, table4_layout(k), csv, md, tex, intervals)
 
 
 def selection_transfer_figure_job(
@@ -445,14 +537,14 @@ def table6_job(
     (``human_coverage.json``, for the datasets whose annotations were mapped onto the corpus)."""
     from ..io import write_text
     from ..report.datasets import table6, table6_latex, table6_markdown
-    from ..report.tables import write_csv
+    from ..report.tables import write_csv, write_page
 
     q = [read_table(p, QUERIES_SCHEMA) for p in queries]
     sizes = [pq.ParquetFile(p).metadata.num_rows for p in passages]
     reports = {name: json.loads(open(path, encoding="utf-8").read()) for name, path in coverage.items()}
     df = table6(datasets, corpora, q, sizes, reports)
     write_csv(df, csv)
-    write_text(table6_markdown(df), md)
+    write_page(table6_markdown(df), md)
     write_text(table6_latex(df), tex)
     return df
 

@@ -69,7 +69,25 @@ def retrieval_table_job(
                 f"human_recall@{top_k}": _percent(per_query["human_recall"].mean()),
             }
         )
-    write_simple_table(pl.DataFrame(rows), csv, md)
+    write_simple_table(
+        pl.DataFrame(rows),
+        csv,
+        md,
+        title="Retrieval quality of each run",
+        intro="How well each run's top-k (a retriever's, or a run file's) covers the answers and the human passages, "
+        "per dataset. The candidates C of every other table are the top-k of the run with pool_run true.",
+        glossary=(
+            ("pool_run", "true for the dataset's configured retriever, whose top-k is the candidates C"),
+            ("queries, k", "the dataset's queries; the cutoff (top_k)"),
+            (f"answer_recall@{top_k}", "share of the queries with an answer string in the top-k (%)"),
+            (
+                f"human_recall@{top_k}",
+                "share of a query's human passages found in the top-k, averaged over the queries that have some (%)",
+            ),
+        ),
+        missing="undefined: a claim's label (SUPPORTS, REFUTES) never occurs in a passage (answer recall), or no "
+        "query has a human passage (human recall)",
+    )
 
 
 def _percent(x):

@@ -56,12 +56,38 @@ def external_runs_job(
     table or TREC file, ``qrels`` (dataset, llm, pool) to a qrels file, ``queries`` a dataset to its
     queries, ``pool_runs`` a dataset to its configured retriever."""
     from ..report.figures import plot_runs
+    from ..report.notation import interval_words
     from ..report.runs import run_table
     from ..report.tables import write_simple_table
 
     scored = _scored(runs, qrels, queries, k)
     table = run_table(scored, k, pool_runs, intervals)
-    write_simple_table(table, csv, md)
+    write_simple_table(
+        table,
+        csv,
+        md,
+        title=f"Every run scored by every judge (@{k})",
+        intro="Each run of each dataset (its configured retriever's, the other retrievers', TREC run files) against "
+        "the human passages and each LLM's qrels over C and U, on the queries with a relevant passage for that judge.",
+        glossary=(
+            (
+                "pool_run",
+                "true for the dataset's configured retriever, whose top-k is the pool C: its Recall under C is 100% "
+                "by construction",
+            ),
+            ("judge, pool", "Human (the human passages, pool human), or an LLM's qrels over the pool C or U"),
+            ("queries", "the queries with a relevant passage for that judge"),
+            (f"ndcg@{k}, recall@{k}", "mean NDCG and Recall at k over those queries (%)"),
+            ("_lo, _hi", f"the bounds of {interval_words(intervals)}"),
+            (
+                f"judged@{k}",
+                "share of the run's top-k that the judge judged (%); below 100 the plain scores are lower bounds",
+            ),
+            ("_condensed", "the same scores with the unjudged passages dropped first"),
+        ),
+        missing="not defined for this judge: the human passages judge no other passage (judged and condensed "
+        "scores); no interval (intervals off, or a single query)",
+    )
     plot_runs(table, k, png, pdf, style)
     log.info("%d runs scored by %d judges", len(runs), table.select("dataset", "judge", "pool").n_unique())
     return table
@@ -91,10 +117,41 @@ def qrels_agreement_job(
     scored = _scored(runs, qrels, queries, k)
     frames = {key: read_table(path, ANSWERS_SCHEMA) for key, path in answers.items()}
     flags = {key: read_table(path).select("qid", "known") for key, path in known.items()}
+    from ..report.notation import interval_words
+
     joined = rag_pairs(scored, frames)
     table = agreement_table(joined, flags, bootstrap, k)
     write_parquet(joined, pairs)
-    write_simple_table(table, csv, md)
+    write_simple_table(
+        table,
+        csv,
+        md,
+        title="Does a judge's metric of a run's top-k predict the LLM's answer with it?",
+        intro="Per answering LLM and judge, over every (query, run): how well the judge's metric of the run's top-k "
+        "separates the LLM's correct answers with that top-k from its wrong ones; across runs, whether the runs' "
+        "order by mean metric follows their order by RAG accuracy.",
+        glossary=(
+            ("llm", "the LLM answering with each run's top-k"),
+            ("judge, pool", "Human (the human passages), or an LLM's qrels over the pool C or U"),
+            ("own", "true where the judge is the answering LLM's own qrels"),
+            ("queries", "all, or unknown: only the queries the LLM does not answer correctly without passages"),
+            ("n, runs", "the queries answered with every run; the runs compared"),
+            (
+                "auc",
+                "chance that a correct answer's metric exceeds a wrong one's (Mann-Whitney, ties count half; "
+                "0.5: chance)",
+            ),
+            ("point_biserial", "Pearson's r of the metric with the answer's correctness (0/1)"),
+            (
+                "kendall_tau",
+                "Kendall's tau-b between the runs' order by mean metric and by RAG accuracy; with two runs only -1, 0 "
+                "or 1, not meaningful",
+            ),
+            ("_lo, _hi", f"the bounds of {interval_words(bootstrap)}"),
+            ("note", "why a value or interval is missing or rests on fewer resamples"),
+        ),
+        missing="undefined here: one class of answers absent, a constant metric, or too few runs (the note says which)",
+    )
     log.info(
         "agreement of %d judges with %d LLMs' answers",
         table.select("dataset", "judge", "pool").n_unique() if table.height else 0,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import polars as pl
 
+from .notation import Legend
 from .tables import latex_escape
 
 TABLE6_ROWS = {
@@ -84,9 +85,21 @@ def _wide(df: pl.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(cells).reindex(list(TABLE6_ROWS.values()))
 
 
+TABLE6_TITLE = "Table 6: the datasets"
+TABLE6_GLOSSARY = (
+    ("#Queries", "the dataset's queries"),
+    ("#Qrels/q", "human-annotated passages per query, averaged over all queries"),
+    ("Corpus, #Corpus", "the corpus the passages come from, and its number of passages (M: millions)"),
+    ("Coverage (%)", "share of the benchmark's human annotations that map onto a corpus passage"),
+    ("-", "not applicable: the dataset names its human passages by passage id (no mapping), or has no query"),
+)
+
+
 def table6_markdown(df: pl.DataFrame) -> str:
+    """Table 6 as Markdown: title, legend, then the paper's layout (one column per dataset)."""
     wide = _wide(df)
-    return wide.to_markdown(colalign=["left"] + ["right"] * wide.shape[1], disable_numparse=True) + "\n"
+    table = wide.to_markdown(colalign=["left"] + ["right"] * wide.shape[1], disable_numparse=True)
+    return f"## {TABLE6_TITLE}\n\n{Legend(glossary=TABLE6_GLOSSARY).markdown()}\n{table}\n"
 
 
 def table6_latex(df: pl.DataFrame) -> str:

@@ -267,17 +267,28 @@ def known_split(answers: Keyed, known: Keyed, baseline: str = "topk") -> pl.Data
 
 
 def with_selection_outcomes(split: pl.DataFrame, answers: Keyed, judgments: Keyed) -> pl.DataFrame:
-    """``known_split``'s rows (Table 3) with, on each row that answers with selections
-    (``selected_<method>_from_<llm>``), the outcome shares of those selections over the queries it
-    answers (``outcome_shares``: genuine, unparsed, echo, percent; null on the other rows and where
-    the judgments are not given). A query whose selection is not genuine selects nothing, so it is
-    answered with no passage."""
+    """``known_split``'s rows (Tables 3 and 7) with, on each row that answers with an LLM's judgments,
+    the outcome shares of those judgments over the queries it answers (``outcome_shares``: genuine,
+    unparsed, echo, percent; null on the other rows and where the judgments are not given).
+    ``judgments`` maps (dataset, llm, method) to a judgments or rankings table: a
+    ``selected_<method>_from_<source>`` row reads the source LLM's selections (a query whose
+    selection is not genuine selects nothing, so it is answered with no passage), a
+    ``reranked_<method>_top<n>`` row the row LLM's own ranking (one that is not genuine keeps the
+    retriever's order)."""
     from ..method.answers import CONTEXT_PATTERNS
 
     rows = []
     for dataset, llm, source in split.select("dataset", "llm", "source").iter_rows():
-        found = CONTEXT_PATTERNS["selected"].match(source)
-        table = judgments.get((dataset, found["source"], found["method"])) if found else None
+        selected = CONTEXT_PATTERNS["selected"].match(source)
+        reranked = CONTEXT_PATTERNS["reranked"].match(source)
+        key = (
+            (dataset, selected["source"], selected["method"])
+            if selected
+            else (dataset, llm, reranked["method"])
+            if reranked
+            else None
+        )
+        table = judgments.get(key) if key else None
         frame = answers.get((dataset, llm, source))
         shares = {}
         if table is not None and frame is not None:
