@@ -180,7 +180,7 @@ def _written_run(out: Path, corpus: Path) -> tuple[dict, sizing.Cut, sizing.Esti
     dataset = config["datasets"]["my-queries"]
     queries = dataset.get("limit") or dataset["expected_queries"]
     judged = config["judgments"].get("max_queries") or queries
-    cut = sizing.Cut(queries, judged, config["judgments"]["methods"] != PAPER["judgments"]["methods"])
+    cut = sizing.Cut(queries, judged, config["top_k"] != PAPER["top_k"])
     return config, cut, sizing.cpu_run(init.validate(config), init.check_corpus(corpus), AMX)
 
 
@@ -207,7 +207,7 @@ def test_a_budget_picks_the_largest_run_whose_estimate_fits(tmp_path, monkeypatc
     sampled = [minutes(c) for c in ladder[:: len(ladder) // 12]]
     assert sampled == sorted(sampled, reverse=True) and sampled[0] > sampled[-1]
     # Budgets that fall between the sizes of 30 and 10 queries (a third of them judged).
-    sizes = {c.queries: c for c in ladder if c.judged == max(1, -(-3 * c.queries // 10)) and c.demo_methods}
+    sizes = {c.queries: c for c in ladder if c.judged == max(1, -(-3 * c.queries // 10)) and c.demo_cuts}
     picked = {}
     for budget in (minutes(sizes[30]) + 0.01, minutes(sizes[10]) + 0.01):
         out = tmp_path / f"budget-{budget:.2f}.yaml"
@@ -220,8 +220,9 @@ def test_a_budget_picks_the_largest_run_whose_estimate_fits(tmp_path, monkeypatc
         assert minutes(richer) > budget  # ... and the next larger size does not
         assert f"queries: the first {cut.queries} of 40 (datasets.my-queries.limit)" in printed
         assert f"judged queries: the first {cut.judged} of those (judgments.max_queries)" in printed
-        assert "judgments.methods: listwise" in printed and "# Cut to fit --budget" in out.read_text()
-        assert config["judgments"]["methods"] == DEMO["judgments"]["methods"]
+        assert "judgments.methods: the demo's, without listwise" in printed
+        assert "top_k: 5 (the demo's), not 20" in printed and "# Cut to fit --budget" in out.read_text()
+        assert config["judgments"]["methods"] == DEMO["judgments"]["methods"] and config["top_k"] == DEMO["top_k"]
         picked[budget] = cut
     big, small = picked.values()
     assert (big.queries, big.judged) == (30, 9) and (small.queries, small.judged) == (10, 3)

@@ -35,7 +35,17 @@ import yaml
 from .config import SCHEMA
 from .data.local import iter_dpr_tsv, load_queries_jsonl
 from .data.readers import DataFormatError
-from .sizing import BM25_S_PER_PASSAGE, cpu_flags, cpu_kind, cpu_run, describe_cut, encode_seconds, fit, model_cost
+from .sizing import (
+    BM25_S_PER_PASSAGE,
+    cpu_flags,
+    cpu_kind,
+    cpu_run,
+    demo_cuts,
+    describe_cut,
+    encode_seconds,
+    fit,
+    model_cost,
+)
 
 REPO = SCHEMA.parents[1]
 PAPER_CONFIG = REPO / "config" / "paper.yaml"
@@ -306,6 +316,12 @@ def report(
             f"the other jobs, {estimate.side_by_side} side by side), from rates measured on CPUs of this kind: "
             f"{kind.source} (docs/data.md, 'What init's estimate rests on')"
         )
+        demo_top_k = demo_cuts()[("top_k",)]
+        if full["top_k"] > demo_top_k:
+            lines.append(
+                f"    (low: those rates are the demo's prompts of {demo_top_k} passages; top-{full['top_k']} prompts "
+                "cost more per token, the attention ranking most)"
+            )
     # What does not fit.
     fixes = []
     if memory and index_bytes > 0.5 * memory:

@@ -1,15 +1,19 @@
 """What a run of ``python -m llm_utility.init``'s config costs on this machine's CPUs, from measured
 rates, and the cuts that make it fit a budget (``--budget MINUTES``).
 
-The run's wall time is its jobs' seconds shared among the jobs that run side by side:
+The run's wall time is its jobs' seconds shared among the jobs that run side by side,
 
     startup + (model calls + per-job costs + encoding x its threads + BM25 + model materialization)
-              / jobs side by side
+              / jobs side by side,
+
+or its longest path through the jobs (the encoding, then one LLM's longest chain of model jobs),
+when that is longer:
 
 - **model calls**: per model rule and LLM, its prompt tokens as ``workflow.estimates`` counts them
   (upper bounds: outputs at their caps, nothing served by the store), at the rate that same count of
   the demo's calls had against the seconds the demo's calls measured (its cost table), times this
-  CPU kind's factor. The count's excess is in the rate, so the time is a prediction, not a bound;
+  CPU kind's factor. The count's excess is in the rate, so the time is a prediction, not a bound,
+  for prompts like the demo's (5 passages): longer ones cost more per token than this counts;
 - **encoding**: the corpus's words at MiniLM's measured words per second on one thread, 1.5x with
   two threads or more (``retrievers.<name>.encode_threads``; more than two is counted as two), plus
   the encoder's load;
@@ -18,7 +22,7 @@ The run's wall time is its jobs' seconds shared among the jobs that run side by 
   (``llms.<name>.threads``).
 
 The demo's two cores were never idle (113 jobs, 625 job-seconds, 5 min 13 s), so on its machine this
-sum reproduces its time. Every constant below names the run it comes from (docs/performance.md).
+sum gives back its time (tests/test_init.py). Every constant below names the run it comes from.
 """
 
 from __future__ import annotations
@@ -294,17 +298,17 @@ def cpu_run(full: Mapping[str, Any], corpus_info: Mapping[str, Any], here: Mappi
 
 @dataclass(frozen=True)
 class Cut:
-    """One size of the run: its queries, judged queries and whether the methods are the demo's."""
+    """One size of the run: its queries, judged queries and whether it takes the demo's cuts."""
 
     queries: int
     judged: int
-    demo_methods: bool
+    demo_cuts: bool
 
 
 def ladder(total: int) -> list[Cut]:
     """The sizes a budget tries, from the whole run down, each no dearer than the one before: every
-    query judged with the paper's methods; the demo's methods; fewer judged queries, down to
-    ``JUDGED_SHARE`` of them; then fewer queries, that share of them judged."""
+    query judged with the paper's settings; the demo's cuts (``demo_cuts``); fewer judged queries,
+    down to ``JUDGED_SHARE`` of them; then fewer queries, that share of them judged."""
     share = lambda n: max(1, math.ceil(JUDGED_SHARE * n))  # noqa: E731
     cuts = [Cut(total, total, False)]
     cuts += [Cut(total, judged, True) for judged in range(total, share(total) - 1, -1)]
@@ -313,15 +317,29 @@ def ladder(total: int) -> list[Cut]:
 
 
 @functools.cache
-def demo_methods() -> dict[str, list[str]]:
-    """The demo's judgment and ranking methods (config/config.yaml): one variant of each kind."""
+def demo_cuts() -> dict[tuple[str, ...], Any]:
+    """What config/config.yaml cuts from the paper's settings besides the query counts, by key path:
+    one variant of each kind of judgment and ranking method, and the top 5 (of them the top 2 in
+    the reranked RAG). They also keep a run's prompts near the lengths the rates were measured on
+    (the demo's)."""
     demo = yaml.safe_load(DEMO_CONFIG.read_text(encoding="utf-8"))
-    return {"judgments": list(demo["judgments"]["methods"]), "rankings": list(demo["rankings"]["methods"])}
+    return {
+        ("judgments", "methods"): list(demo["judgments"]["methods"]),
+        ("rankings", "methods"): list(demo["rankings"]["methods"]),
+        ("top_k",): demo["top_k"],
+        ("rankings", "rag_top"): demo["rankings"]["rag_top"],
+    }
+
+
+def _get(config: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        config = config[key]
+    return config
 
 
 def apply_cut(config: Mapping[str, Any], name: str, cut: Cut, total: int) -> dict[str, Any]:
     """``config`` (init's, unvalidated) cut to ``cut``: the dataset's limit, the judged queries and
-    the demo's methods."""
+    the demo's cuts."""
     config = copy.deepcopy(dict(config))
     dataset = config["datasets"][name]
     if cut.queries < total:
@@ -329,9 +347,9 @@ def apply_cut(config: Mapping[str, Any], name: str, cut: Cut, total: int) -> dic
     dataset["expected_queries"] = cut.queries
     if cut.judged < cut.queries:
         config["judgments"]["max_queries"] = cut.judged
-    if cut.demo_methods:
-        for section, methods in demo_methods().items():
-            config[section]["methods"] = list(methods)
+    if cut.demo_cuts:
+        for path, value in demo_cuts().items():
+            _get(config, path[:-1])[path[-1]] = copy.deepcopy(value)
     return config
 
 
@@ -374,13 +392,11 @@ def describe_cut(cut: Cut, queries: int, total: int, name: str, config: Mapping[
         lines.append(f"queries: the first {cut.queries:,} of {total:,} (datasets.{name}.limit)")
     if cut.judged < cut.queries:
         lines.append(f"judged queries: the first {cut.judged:,} of those (judgments.max_queries)")
-    if cut.demo_methods:
-        dropped = [
-            f"{section}.methods: {m}"
-            for section, kept in demo_methods().items()
-            for m in config[section]["methods"]
-            if m not in kept
-        ]
-        if dropped:
-            lines.append(f"methods: the demo's, without {', '.join(dropped)}")
+    if cut.demo_cuts:
+        for path, value in demo_cuts().items():
+            before, key = _get(config, path), ".".join(path)
+            if isinstance(value, list) and set(before) - set(value):
+                lines.append(f"{key}: the demo's, without {', '.join(m for m in before if m not in value)}")
+            elif not isinstance(value, list) and before != value:
+                lines.append(f"{key}: {value} (the demo's), not {before}")
     return lines
