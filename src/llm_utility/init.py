@@ -2,6 +2,7 @@
 costed before anything runs.
 
     python -m llm_utility.init --corpus FILE.tsv --queries FILE.jsonl [--task qa|fact] --out config/mine.yaml
+    python -m llm_utility.init --corpus FILE.tsv --queries FILE.jsonl --models demo --budget 10   # a first run
 
 It reads the corpus (DPR layout: ``id<TAB>text<TAB>title``) and the queries (JSONL) as the workflow's
 loaders will (``data.local``: the TSV's quoting, unique ids, claim labels, every human passage id in
@@ -10,11 +11,14 @@ config that takes everything but the data from ``config/paper.yaml`` (its LLMs, 
 every judgment method on every query, the re-ask, a BM25 run), not from the CPU demo's cuts, with the
 query count, passage size and query shards filled in from the files. Then it prints what the run will
 cost, from the project's own estimates (``workflow.estimates``: model calls, tokens and hours at the
-LLMs' configured throughputs) and the rates measured in docs/performance.md (encoding, BM25 and
-index memory), against this machine's memory and GPUs, and what to change when it does not fit.
+LLMs' configured throughputs) and measured rates (``sizing``: a CPU run's time on this machine; the
+BM25 build's and the index's memory, docs/performance.md), against this machine's memory and GPUs,
+and what to change when it does not fit.
 
 ``--models demo`` takes the CPU demo's two LLMs and its MiniLM encoder instead (a machine without a
-GPU); the written file says so where it names the LLMs.
+GPU); the written file says so where it names the LLMs. ``--limit N`` keeps the first N queries;
+``--budget MINUTES`` (CPU models) cuts the run until its estimate fits (``sizing.fit``) and says what
+it cut. The written file's header records the command as given.
 """
 
 from __future__ import annotations
@@ -362,8 +366,8 @@ def render(
     if cut:
         head += f"# Cut to fit --budget {args.budget:g} minutes (its estimate on the machine that wrote it):\n"
         head += "".join(f"#   {line}\n" for line in cut)
-        head += "# Otherwise your corpus and queries with config/paper.yaml's settings (top-k, the re-ask, a BM25\n"
-        head += "# run). Every key: docs/configuration.md.\n"
+        head += "# The rest is config/paper.yaml's settings (the re-ask, a BM25 run) on your corpus and queries.\n"
+        head += "# Every key: docs/configuration.md.\n"
     else:
         head += (
             "# Your corpus and queries with config/paper.yaml's settings (top-k, every judgment method on every\n"
