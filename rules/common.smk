@@ -16,6 +16,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 sys.path.insert(0, _SRC)
 
+from llm_utility.logs import clear_data_errors, print_data_errors  # noqa: E402
 from llm_utility.report.plan import ReportPlan  # noqa: E402
 from llm_utility.workflow.canonical import canonicalize_config  # noqa: E402
 from llm_utility.workflow.checks import check_config  # noqa: E402
@@ -71,6 +72,15 @@ check_job_lengths(MODEL_PLAN)
 DATASETS, LLMS = DATA_PLAN.datasets, MODEL_PLAN.llms
 JUDGE = config["judgments"]
 RANK = config["rankings"]
+
+
+# A job that stops on bad input prints one line (llm_utility.logs); the run's last lines repeat them.
+onstart:
+    clear_data_errors()
+
+
+onerror:
+    print_data_errors(sys.stderr)
 
 
 # --- config access --------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
     report                                                  analyses, tables, figures, findings
     pipeline                                                the jobs: file paths in, files out
     workflow                                                the Snakemake glue
-    init                                                    a config for your own data (a command)
+    init, sizing                                            a config for your own data (a command), its cost
 
 Every import counts, also one inside a function (the circles this test replaced were all of that
 kind). Within a layer a package may use another (method asks generation's store for its model
@@ -29,7 +29,7 @@ LAYERS = [
     {"report"},
     {"pipeline"},
     {"workflow"},
-    {"init", "precompile"},
+    {"init", "sizing", "precompile"},
 ]
 
 

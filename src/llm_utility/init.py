@@ -2,6 +2,7 @@
 costed before anything runs.
 
     python -m llm_utility.init --corpus FILE.tsv --queries FILE.jsonl [--task qa|fact] --out config/mine.yaml
+    python -m llm_utility.init --corpus FILE.tsv --queries FILE.jsonl --models demo --budget 10   # a first run
 
 It reads the corpus (DPR layout: ``id<TAB>text<TAB>title``) and the queries (JSONL) as the workflow's
 loaders will (``data.local``: the TSV's quoting, unique ids, claim labels, every human passage id in
@@ -10,11 +11,14 @@ config that takes everything but the data from ``config/paper.yaml`` (its LLMs, 
 every judgment method on every query, the re-ask, a BM25 run), not from the CPU demo's cuts, with the
 query count, passage size and query shards filled in from the files. Then it prints what the run will
 cost, from the project's own estimates (``workflow.estimates``: model calls, tokens and hours at the
-LLMs' configured throughputs) and the rates measured in docs/performance.md (encoding, BM25 and
-index memory), against this machine's memory and GPUs, and what to change when it does not fit.
+LLMs' configured throughputs) and measured rates (``sizing``: a CPU run's time on this machine; the
+BM25 build's and the index's memory, docs/performance.md), against this machine's memory and GPUs,
+and what to change when it does not fit.
 
 ``--models demo`` takes the CPU demo's two LLMs and its MiniLM encoder instead (a machine without a
-GPU); the written file says so where it names the LLMs.
+GPU); the written file says so where it names the LLMs. ``--limit N`` keeps the first N queries;
+``--budget MINUTES`` (CPU models) cuts the run until its estimate fits (``sizing.fit``) and says what
+it cut. The written file's header records the command as given.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -34,6 +39,17 @@ import yaml
 from .config import SCHEMA
 from .data.local import iter_dpr_tsv, load_queries_jsonl
 from .data.readers import DataFormatError
+from .sizing import (
+    BM25_S_PER_PASSAGE,
+    cpu_flags,
+    cpu_kind,
+    cpu_run,
+    demo_cuts,
+    describe_cut,
+    encode_seconds,
+    fit,
+    model_cost,
+)
 
 REPO = SCHEMA.parents[1]
 PAPER_CONFIG = REPO / "config" / "paper.yaml"
@@ -48,16 +64,20 @@ PAPER_DATASETS = {
     "fever": "FEVER",
 }
 
-# Rates measured in docs/performance.md (dev-2cpu: 2 cores, no GPU), used for what no estimate covers.
-MINILM_PASSAGES_PER_S = 31.7  # "encoding with the demo encoder": MiniLM-L6, 2 CPU threads
-BM25_BYTES_PER_PASSAGE = 5.6e3  # "BM25 at paper scale": peak memory of the build
-BM25_S_PER_PASSAGE = 0.55e-3  # the same, one core
-DEMO_PROMPT_TOKENS_PER_S = 84_845 / 487  # "The demo's budget": answer_candidates, prompt tokens per job-second
+# Rates measured in docs/performance.md ("BM25 at paper scale"), for what the CPU estimate
+# (llm_utility.sizing) does not cover: the BM25 build's peak memory.
+BM25_BYTES_PER_PASSAGE = 5.6e3
 # Passages per encoding job: config/paper.yaml's 64 shards of its ~34M passages.
 PASSAGES_PER_ENCODING_SHARD = 530_000
 # Tokens per word of a passage with its title: DPR's 100-word passages are ~165 tokens
 # (resources.estimate.passage_tokens).
 TOKENS_PER_WORD = 1.65
+# File names that say nothing of the data: the dataset and corpus are named after their files, and
+# the names are in every table and path, so init suggests --name / --corpus-name for these.
+GENERIC_NAMES = {
+    "queries", "query", "questions", "question", "claims", "qa", "data", "dataset", "input", "test", "dev",
+    "train", "eval", "corpus", "passages", "passage", "collection", "docs", "documents", "texts",
+}  # fmt: skip
 DIMENSIONS = {"bge-m3": 1024, "minilm": 384}
 
 
@@ -67,12 +87,20 @@ def _slug(text: str) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """This machine's memory (bytes), CPU cores and whether it has an NVIDIA GPU (nvidia-smi)."""
+    """This machine's memory (bytes), CPU cores and flags, whether it has an NVIDIA GPU (nvidia-smi),
+    and the LLMs whose weights are already materialized (resources/models/<llm>)."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         memory = None
-    return {"memory": memory, "cores": os.cpu_count() or 1, "gpu": shutil.which("nvidia-smi") is not None}
+    models = REPO / "resources" / "models"
+    return {
+        "memory": memory,
+        "cores": os.cpu_count() or 1,
+        "gpu": shutil.which("nvidia-smi") is not None,
+        "cpu_flags": cpu_flags(),
+        "materialized": {p.parent.name for p in models.glob("*/manifest.json")},
+    }
 
 
 def check_corpus(path: Path) -> dict[str, Any]:
@@ -179,39 +207,6 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     return validated(config)
 
 
-def model_cost(full: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
-    """Per (rule, LLM) of the dataset: calls, prompt and output tokens, expected hours
-    (``workflow.estimates``; None without the LLM's throughputs)."""
-    from .workflow import estimates
-    from .workflow.data_plan import DataPlan
-    from .workflow.model_plan import ModelPlan
-    from .workflow.model_rules import model_rule
-
-    plan = ModelPlan(DataPlan(full))
-    queries = plan.data.expected_queries(name)
-    judged = full["judgments"].get("max_queries") or queries
-    rows = []
-    for rule, llm in estimates._dataset_rules(plan, name):
-        try:
-            calls = estimates.rule_calls(plan, rule, llm)
-        except ValueError:
-            continue
-        n = judged if model_rule(rule).judged_only else queries
-        n = min(n, queries)
-        seconds = estimates.expected_seconds(plan, rule, llm, n)
-        rows.append(
-            {
-                "rule": rule,
-                "llm": llm,
-                "calls": sum(c.per_query for c in calls) * n,
-                "prompt_tokens": sum(c.per_query * c.prompt_tokens for c in calls) * n,
-                "output_tokens": sum(c.per_query * c.output_tokens for c in calls) * n,
-                "hours": None if seconds is None else seconds / 3600,
-            }
-        )
-    return rows
-
-
 def query_shards(full: Mapping[str, Any], name: str) -> dict[str, int]:
     """The query shards each model rule needs to fit resources.max_job_hours (``estimates``)."""
     from .workflow import estimates
@@ -234,10 +229,15 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
 
 
-def _hours(seconds: float) -> str:
+def _hours(seconds: float, minute_digits: int = 0) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"
-    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.{minute_digits}f} min"
+
+
+def on_cpus(full: Mapping[str, Any]) -> bool:
+    """Whether every LLM of the config runs on a CPU (the demo's models: `--models demo`)."""
+    return all(not spec.get("gpu") for spec in full["llms"].values())
 
 
 def report(
@@ -246,26 +246,30 @@ def report(
     """(lines of the cost report, warnings)."""
     lines, warnings = [], []
     passages = corpus_info["passages"]
+    words = passages * corpus_info["mean_words"]
     ds = full["datasets"][name]
     retriever = ds["retriever"]
     memory = here["memory"]
-    where = f"this machine: {here['cores']} cores, {_gib(memory) if memory else 'unknown memory'}, " + (
+    _, kind = cpu_kind(here.get("cpu_flags") or set())
+    where = f"this machine: {here['cores']} cores ({kind.name}), {_gib(memory) if memory else 'unknown memory'}, " + (
         "an NVIDIA GPU" if here["gpu"] else "no GPU"
     )
     lines.append(f"What the run will cost ({where}):")
     # Encoding and the index.
-    cpu_seconds = passages / MINILM_PASSAGES_PER_S
+    threads = int(full["retrievers"][retriever].get("encode_threads") or 1)
     if retriever == "minilm":
+        encoding = encode_seconds(words, threads, kind)
         lines.append(
-            f"  encoding {passages:,} passages with MiniLM on a CPU: ~{_hours(cpu_seconds)} "
-            f"({MINILM_PASSAGES_PER_S} passages/s on 2 threads, docs/performance.md)"
+            f"  encoding {passages:,} passages with MiniLM on {threads} thread(s) "
+            f"(retrievers.{retriever}.encode_threads): ~{_hours(encoding)}"
         )
     else:
+        encoding = encode_seconds(words, 2, kind)
         shards = full["retrievers"][retriever]["shards"]
         lines.append(
             f"  encoding {passages:,} passages with {retriever} on GPUs: {shards} job(s) of one GPU "
             f"(no GPU rate is measured yet: docs/performance.md; MiniLM on 2 CPU threads would take "
-            f"~{_hours(cpu_seconds)})"
+            f"~{_hours(encoding)})"
         )
     dim = DIMENSIONS.get(retriever, 1024)
     factory = full["retrievers"][retriever].get("index_factory", "Flat")
@@ -279,30 +283,49 @@ def report(
             f'~{_hours(passages * BM25_S_PER_PASSAGE)} of one core (docs/performance.md, "BM25 at paper scale")'
         )
     # Model calls.
-    rows = model_cost(full, name)
+    cpu = on_cpus(full)
+    estimate = cpu_run(full, corpus_info, here) if cpu else None
     per_llm: dict[str, dict[str, float]] = {}
-    for row in rows:
+    for row in model_cost(full, name):
         acc = per_llm.setdefault(row["llm"], {"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "hours": 0.0})
         for key in ("calls", "prompt_tokens", "output_tokens"):
             acc[key] += row[key]
         acc["hours"] = None if acc["hours"] is None or row["hours"] is None else acc["hours"] + row["hours"]
+    judged = full["judgments"].get("max_queries")
+    queries = ds["expected_queries"]
     lines.append(
-        f"  LLM calls on {query_info['queries']:,} queries (upper bounds: outputs at their caps, nothing served "
-        "by the store; llm_utility.workflow.estimates):"
+        f"  LLM calls on {queries:,} queries"
+        + (f", {min(judged, queries):,} of them judged" if judged and judged < queries else "")
+        + " (calls and tokens are upper bounds: outputs at their caps, nothing served by the store; "
+        "llm_utility.workflow.estimates):"
     )
     for llm, acc in per_llm.items():
         spec = full["llms"][llm]
-        if acc["hours"] is not None:
+        if estimate is not None:
+            time = f"~{_hours(estimate.parts[f'model calls: {llm}'])} of one core ({spec.get('threads') or 1} thread)"
+        elif acc["hours"] is not None:
             time = (
                 f"~{acc['hours']:,.1f} hours on {spec.get('gpu', 1)} GPU(s) at the configured "
                 f"{spec['prefill_tokens_per_s']:,} prompt tokens/s (assumed, not measured)"
             )
         else:
-            time = f"~{_hours(acc['prompt_tokens'] / DEMO_PROMPT_TOKENS_PER_S)} of one core at the demo's measured rate"
+            time = "no estimate (no throughputs configured)"
         lines.append(
             f"    {llm}: {acc['calls']:,.0f} calls, {acc['prompt_tokens'] / 1e6:,.2f}M prompt tokens, "
             f"{acc['output_tokens'] / 1e6:,.2f}M output tokens: {time}"
         )
+    if estimate is not None:
+        lines.append(
+            f"  the whole run: ~{_hours(estimate.seconds, 1)} on this machine ({estimate.model_jobs} model jobs and "
+            f"the other jobs, {estimate.side_by_side} side by side), from rates measured on CPUs of this kind: "
+            f"{kind.source} (docs/data.md, 'What init's estimate rests on')"
+        )
+        demo_top_k = demo_cuts()[("top_k",)]
+        if full["top_k"] > demo_top_k:
+            lines.append(
+                f"    (low: those rates are the demo's prompts of {demo_top_k} passages; top-{full['top_k']} prompts "
+                "cost more per token, the attention ranking most)"
+            )
     # What does not fit.
     fixes = []
     if memory and index_bytes > 0.5 * memory:
@@ -321,8 +344,8 @@ def report(
             "a GPU machine or cluster (profiles/paper, profiles/slurm, profiles/kubernetes), "
             "or `--models demo` for the CPU demo's models"
         )
-    elif not here["gpu"] and cpu_seconds > 24 * 3600:
-        warnings.append(f"encoding {passages:,} passages on this CPU takes ~{_hours(cpu_seconds)}")
+    elif not here["gpu"] and encoding > 24 * 3600:
+        warnings.append(f"encoding {passages:,} passages on this CPU takes ~{_hours(encoding)}")
         fixes.append(
             "the GPU retriever (bge-m3, `--models paper`) on a GPU machine, its encoding in shards "
             "(retrievers.<name>.shards: one GPU job each), or a smaller corpus"
@@ -332,15 +355,25 @@ def report(
     return lines, warnings
 
 
-def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[str, int]) -> str:
-    """The config as YAML, with comments where a user decides."""
+def render(
+    config: Mapping[str, Any], args: argparse.Namespace, argv: list[str], shards: Mapping[str, int], cut: list[str]
+) -> str:
+    """The config as YAML, with comments where a user decides; its header records the command and
+    what ``--budget`` cut."""
     text = yaml.safe_dump(dict(config), sort_keys=False, width=100, allow_unicode=True)
     text = re.sub(r"\n(?=[a-z_]+:)", "\n\n", text)  # a blank line between sections
-    head = (
-        f"# Written by `python -m llm_utility.init --corpus {args.corpus} --queries {args.queries}"
-        f" --task {args.task} --models {args.models}`.\n"
-        "# Your corpus and queries with config/paper.yaml's settings (top-k, every judgment method on every\n"
-        "# query, the re-ask, a BM25 run): none of the CPU demo's cuts. Every key: docs/configuration.md.\n"
+    head = f"# Written by `python -m llm_utility.init {shlex.join(argv)}`.\n"
+    if cut:
+        head += f"# Cut to fit --budget {args.budget:g} minutes (its estimate on the machine that wrote it):\n"
+        head += "".join(f"#   {line}\n" for line in cut)
+        head += "# The rest is config/paper.yaml's settings (the re-ask, a BM25 run) on your corpus and queries.\n"
+        head += "# Every key: docs/configuration.md.\n"
+    else:
+        head += (
+            "# Your corpus and queries with config/paper.yaml's settings (top-k, every judgment method on every\n"
+            "# query, the re-ask, a BM25 run): none of the CPU demo's cuts. Every key: docs/configuration.md.\n"
+        )
+    head += (
         "# Run from the repository: "
         f"snakemake --configfile {_config_path(args.out)} --cores all   (on GPUs: docs/cluster.md)\n\n"
     )
@@ -376,7 +409,18 @@ def render(config: Mapping[str, Any], args: argparse.Namespace, shards: Mapping[
     return head + text
 
 
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(
         prog="python -m llm_utility.init",
         description="Write a config for your own corpus and queries (the paper's settings), check the files "
@@ -405,8 +449,31 @@ def main(argv: list[str] | None = None) -> int:
         default="paper",
         help="paper: config/paper.yaml's LLMs and BGE-M3 (GPUs; default); demo: the CPU demo's",
     )
+    parser.add_argument(
+        "--limit", type=_positive(int), metavar="N", help="only the first N queries (datasets.<name>.limit)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=_positive(float),
+        metavar="MINUTES",
+        help="cut the run until its estimate on this machine fits: fewer queries, fewer of them judged, the "
+        "demo's methods (CPU models: --models demo)",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite --out")
     args = parser.parse_args(argv)
+    if args.budget and args.models != "demo":
+        parser.error(
+            "--budget sizes a run from rates measured on CPUs, with the demo's models: add --models demo "
+            "(the paper's models run on GPUs, where no rate is measured yet; size that run with --limit)"
+        )
+    generic = [
+        f"{flag} for the {what} '{_slug(path.name.split('.')[0])}'"
+        for flag, what, path, given in (
+            ("--name", "dataset", args.queries, args.name),
+            ("--corpus-name", "corpus", args.corpus, args.corpus_name),
+        )
+        if not given and _slug(path.name.split(".")[0]) in GENERIC_NAMES
+    ]
     args.name = _slug(args.name or args.queries.name.split(".")[0])
     corpus_name = _slug(args.corpus_name or args.corpus.name.split(".")[0])
     if corpus_name == args.name:
@@ -430,6 +497,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if query_info["with_human"] < query_info["queries"]:
         print("  note: a query without human passages has U = C (its Human column and human perplexities are empty)")
+    if generic:
+        print(
+            "  note: the data are named after their files, and these names say little in the tables, figures "
+            f"and paths that carry them: name them with {' and '.join(generic)}"
+        )
     if args.name in PAPER_DATASETS:
         print(
             f"  note: the dataset name '{args.name}' means the paper's {PAPER_DATASETS[args.name]}: findings.json "
@@ -438,19 +510,46 @@ def main(argv: list[str] | None = None) -> int:
     config = build_config(
         args.corpus, args.queries, args.name, corpus_name, args.task, args.models, corpus_info, query_info
     )
+    total = query_info["queries"]
+    queries = min(args.limit or total, total)
+    if queries < total:
+        config["datasets"][args.name].update(limit=queries, expected_queries=queries)
+    here = machine()
+    cut_lines: list[str] = []
+    if args.budget:
+        whole = config
+        cut, config, estimate = fit(whole, args.name, queries, args.budget * 60, corpus_info, here)
+        if cut is None:
+            parts = ", ".join(
+                f"{what} {_hours(s)}" for what, s in sorted(estimate.parts.items(), key=lambda kv: -kv[1])[:3]
+            )
+            print(
+                f"error: no run fits --budget {args.budget:g}: one query, judged, with the demo's methods is "
+                f"estimated at ~{_hours(estimate.seconds)} on this machine (job-seconds: {parts}); raise the "
+                "budget, or use a smaller corpus",
+                file=sys.stderr,
+            )
+            return 1
+        cut_lines = describe_cut(cut, queries, total, args.name, whole)
     full = validate(config)
     shards = query_shards(full, args.name)
     if shards:
         config["datasets"][args.name]["shards"] = {"default": 1, **shards}
         full = validate(config)
-    lines, warnings = report(full, args.name, corpus_info, query_info, machine())
+    lines, warnings = report(full, args.name, corpus_info, query_info, here)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(config, args, shards), encoding="utf-8")
+    args.out.write_text(render(config, args, argv, shards, cut_lines), encoding="utf-8")
     print(
         f"wrote {args.out}: dataset '{args.name}' on corpus '{corpus_name}', retriever "
         f"{config['datasets'][args.name]['retriever']}, top-{config['top_k']}, LLMs {', '.join(config['llms'])}"
     )
     print("\n".join(lines))
+    if args.budget:
+        if cut_lines:
+            print(f"cut to fit --budget {args.budget:g} minutes:")
+            print("\n".join(f"  {line}" for line in cut_lines))
+        else:
+            print(f"fits --budget {args.budget:g} minutes without a cut")
     for warning in warnings:
         print(f"WARNING: {warning}")
     print(

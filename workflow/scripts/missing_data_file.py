@@ -1,6 +1,6 @@
 """Rule missing_data_file: a configured local file is absent; fail with where to get it and where to put it.
 
-stderr is not sent to the log here, so the message shows in Snakemake's own output.
+The message is one line on Snakemake's terminal (a data error: llm_utility.logs), the traceback in the log.
 
 By hand:  python workflow/scripts/missing_data_file.py missing=<name> --configfile config/paper.yaml
 """
@@ -10,10 +10,10 @@ if "snakemake" not in globals():
 
     snakemake = mock_snakemake("missing_data_file")
 
-from pathlib import Path
+from llm_utility.logs import log_to
 
-from llm_utility.data.files import MissingDataError
+log_to(snakemake.log[0])
 
-Path(snakemake.log[0]).parent.mkdir(parents=True, exist_ok=True)
-Path(snakemake.log[0]).write_text(snakemake.params.message + "\n", encoding="utf-8")
+from llm_utility.data.files import MissingDataError  # noqa: E402
+
 raise MissingDataError(snakemake.params.message)

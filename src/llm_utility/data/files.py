@@ -23,6 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from ..logs import DataError
+from .readers import DataFormatError
+
 _log = logging.getLogger("llm_utility")
 
 # Where each kind of file is published, for the message a missing file gets (not defaults: hints).
@@ -57,7 +60,7 @@ DATASET_FILES = {
 }
 
 
-class MissingDataError(FileNotFoundError):
+class MissingDataError(DataError, FileNotFoundError):
     """A configured input file is absent and cannot be fetched; the message says where to get it."""
 
 
@@ -125,14 +128,15 @@ def file_digest(path: str | os.PathLike, algorithm: str, block: int = 1 << 22) -
 
 
 def verify(path: str | os.PathLike, sha256: str | None = None, md5: str | None = None) -> str:
-    """Check ``path`` against the given checksums; return its sha256. Raise ValueError on mismatch."""
+    """Check ``path`` against the given checksums; return its sha256. A DataFormatError (a ValueError)
+    on a mismatch."""
     got = file_digest(path, "sha256")
     if sha256 and got.lower() != sha256.lower():
-        raise ValueError(f"{path}: sha256 {got} does not match the configured {sha256}")
+        raise DataFormatError(path, None, f"sha256 {got} does not match the configured {sha256}")
     if md5:
         got_md5 = file_digest(path, "md5")
         if got_md5.lower() != md5.lower():
-            raise ValueError(f"{path}: md5 {got_md5} does not match the configured {md5}")
+            raise DataFormatError(path, None, f"md5 {got_md5} does not match the configured {md5}")
     return got
 
 
@@ -176,7 +180,9 @@ def download(
         got = verify(part, sha256, md5)
     except ValueError as e:
         part.unlink(missing_ok=True)  # a corrupt transfer must not be resumed
-        raise ValueError(f"download {url}: {e}; the partial file was removed, rerun to fetch it again") from None
+        raise DataFormatError(
+            f"download {url}", None, f"{e}; the partial file was removed, rerun to fetch it again"
+        ) from None
     if not (sha256 or md5):
         log.warning("download %s: no checksum configured; got sha256 %s (pin it in config)", url, got)
     from llm_utility.io import atomic_path

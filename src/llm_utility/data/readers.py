@@ -26,9 +26,12 @@ import zipfile
 from collections.abc import Iterator
 from typing import IO
 
+from ..logs import DataError
 
-class DataFormatError(ValueError):
-    """A data file is malformed; the message names the file, the line and the problem."""
+
+class DataFormatError(DataError, ValueError):
+    """A data file is malformed; the message names the file, the line and the problem (a job stops on
+    it with that one line: ``logs.DataError``)."""
 
     def __init__(self, path: str | os.PathLike, line: int | None, problem: str):
         self.path, self.line, self.problem = str(path), line, problem
