@@ -5,12 +5,14 @@ LLM in the reference arithmetic (float32) and once in each candidate (`--candida
 auto`; by default `auto`, what the demo runs in on this CPU), each in a work directory of its own
 (DIR/<name>) that shares this checkout's materialized models. Then it reports, per candidate against
 the reference:
-  - wall time of each run and the seconds inside model calls, per LLM and per stage (the
-    store_stats lines of every job's log), and their ratio;
+  - wall time of each run (of a run it did not make, its latest complete Snakemake log's) and the
+    seconds inside model calls, per LLM and per stage (the store_stats lines of every job's log),
+    and their ratio;
   - every stored call both runs made with the same prompt (and target): the generation calls whose
     greedy output is equal, per stage, per LLM and overall; over the score calls, the per-token
     |delta log-prob| (median, 95th percentile, largest); over the attention calls, the |delta| of a
-    passage's mass (the same);
+    passage's mass (the same). Later stages' prompts hold earlier answers, so each candidate shares
+    a set of calls of its own with the reference;
   - every cell of Tables 1, 2 and 4: the headline values that differ and their largest move, and all
     numeric cells that differ;
   - every gold set (results/<dataset>/<llm>/gold_C.parquet and gold_U.parquet): the (qid, pid) pairs
@@ -26,13 +28,14 @@ the flags that decide the arithmetic, and writes every number to --json.
         [--cores all] [--compare-only] [--reference-dir DIR] [--candidate-dir [NAME=]DIR ...]
         [--json out.json]
 
-`auto` is named by the arithmetic it resolves to on this CPU, and by the dtype each LLM ran in
-according to its run's cost table. `--reuse` skips a run whose results/ is already complete in its
-directory. `--compare-only` runs nothing and compares what the stores hold so far (tables, gold sets
-and findings only where both runs wrote them). `--reference-dir DIR` and `--candidate-dir NAME=DIR`
-(repeatable; a bare DIR with a single candidate) take a run's results from another work directory,
-for example a clone where `make demo` ran. The demo models must be materialized (`snakemake --cores
-all resources/models/<llm>/manifest.json`).
+A candidate is named by the dtype each LLM ran in according to its run's cost table (before the
+table exists, by what it resolves to on this CPU): `auto (bfloat16)`. `--reuse` skips a run whose
+results/ is already complete in its directory. `--compare-only` runs nothing and compares what the
+stores hold so far (tables, gold sets and findings only where both runs wrote them).
+`--reference-dir DIR` and `--candidate-dir NAME=DIR` (repeatable; a bare DIR with a single
+candidate) take a run's results from another work directory, for example a clone where `make demo`
+ran. The demo models must be materialized (`snakemake --cores all
+resources/models/<llm>/manifest.json`).
 
 `--reference-rev REV` runs the reference from another revision of this repository instead: a git
 worktree of REV (in DIR/source-REV) with its own Snakefile, config, prompts and library (on
@@ -699,12 +702,13 @@ def main() -> None:
     dirs = {ref_name: given[ref_name] or args.workdir / ref_name}
     dirs |= {name: given.get(name) or args.workdir / name for name in candidates}
     flags = " ".join(name for name, on in cpu_flags().items() if on)
-    resolved = {}
+    resolved: dict[str, str | None] = {}
     for name in candidates:
         try:
             resolved[name] = resolve_dtype(name, cuda=False)
         except (ValueError, TypeError) as error:  # e.g. int8 without fbgemm: a given directory may still hold it
-            resolved[name] = f"not here: {error}"
+            print(f"{name}: not resolved on this machine ({error})")
+            resolved[name] = None
     print(
         f"CPU flags: {flags}; reference {ref_name}; candidates " + ", ".join(f"{n} -> {r}" for n, r in resolved.items())
     )
@@ -734,7 +738,7 @@ def main() -> None:
     labelled = {}
     for name in candidates:
         ran = sorted(set(runs[name]["arithmetic"].values()))
-        what = "/".join(ran) if ran else resolved[name]
+        what = "/".join(ran) if ran else resolved[name] or name  # what ran, else what would run here
         labelled[name] = {
             "resolved": resolved[name],
             "label": f"{name} ({what})" if what != name else name,
