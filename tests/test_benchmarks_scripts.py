@@ -148,20 +148,23 @@ def test_bm25_index_scale():
     assert seconds > 0 and peak_mb > 50 and per_passage == pytest.approx(1024 * peak_mb / 2000, rel=0.01)
 
 
-def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
-    """--compare-only on two work directories written here, the reference one given by
-    --reference-dir: the shares, deltas, seconds and cells it reports are the ones these stores,
-    logs and tables hold."""
+def test_arithmetic_agreement_compares_a_reference_with_two_candidates(tmp_path):
+    """--compare-only on three work directories written here (the reference's given by
+    --reference-dir, one candidate's by --candidate-dir NAME=DIR, the other under --workdir): the
+    shares, deltas, seconds, cells, gold sets and verdicts it reports are the ones these stores, logs,
+    tables, gold sets and findings hold."""
     import sqlite3
 
     import polars as pl
 
-    runs = {
-        "float32": (["Lima", "Oslo"], [-1.0, -2.0], 0.5, 4.0),
-        "auto": (["Lima", "Bergen"], [-1.25, -2.0], 0.75, 2.0),
+    runs = {  # answers, score log-probs, a Table 1 cell, seconds per job, q1's gold passages, a verdict
+        "float32": (["Lima", "Oslo"], [-1.0, -2.0], 0.5, 4.0, ["p1", "p2"], "holds"),
+        "int8": (["Lima", "Bergen"], [-1.25, -2.0], 0.75, 2.0, ["p1"], "inconclusive"),
+        "bfloat16": (["Lima", "Oslo"], [-1.0, -2.125], 0.5, 3.0, ["p1", "p2"], "holds"),
     }
-    for name, (answers, scores, cell, seconds) in runs.items():
-        workdir = tmp_path / ("elsewhere" if name == "float32" else name)
+    dirs = {"float32": tmp_path / "elsewhere", "int8": tmp_path / "int8", "bfloat16": tmp_path / "other"}
+    for name, (answers, scores, cell, seconds, gold, verdict) in runs.items():
+        workdir = dirs[name]
         store = workdir / "resources" / "cache" / "generation" / "llm-a"
         store.mkdir(parents=True)
         with sqlite3.connect(store / "answer_candidates+dataset=d+llm=llm-a.sqlite") as db:
@@ -181,34 +184,60 @@ def test_arithmetic_agreement_compares_two_runs_stores_and_tables(tmp_path):
             calls = {"generate": {"seconds": seconds, "made": 2, "served": 1}}
             lines.append(f"INFO store_stats {json.dumps({'llm': 'llm-a', 'job': job, 'calls': calls})}")
         (workdir / "logs" / "job.log").write_text("\n".join(lines) + "\n")
-        (workdir / "results" / "tables").mkdir(parents=True)
+        tables = workdir / "results" / "tables"
+        tables.mkdir(parents=True)
         pl.DataFrame({"llm": ["llm-a", "llm-b"], "correct": [cell, 0.25], "n": [10, 10]}).write_csv(
-            workdir / "results" / "tables" / "table1_rag.csv"
+            tables / "table1_rag.csv"
         )
+        (tables / "cost.csv").write_text(f"rule,llm,dtype\nanswer_candidates,llm-a,{name}\n")
+        folder = workdir / "results" / "d" / "llm-a"
+        folder.mkdir(parents=True)
+        for gold_set in ("gold_C", "gold_U"):
+            pl.DataFrame({"qid": ["q1"] * len(gold), "pid": gold}).write_parquet(folder / f"{gold_set}.parquet")
+        pl.DataFrame({"qid": ["q1", "q2"], "known": [False, False]}).write_parquet(folder / "known.parquet")
+        findings = [{"id": "f1", "verdict": verdict, "effect": 1.0, "cells": []}]
+        (workdir / "results" / "findings.json").write_text(json.dumps({"findings": findings}))
     report_path = tmp_path / "report.json"
     out = _run(
         "arithmetic_agreement.py",
         "--workdir",
         str(tmp_path),
         "--reference-dir",
-        str(tmp_path / "elsewhere"),
+        str(dirs["float32"]),
+        "--candidates",
+        "int8",
+        "bfloat16",
+        "--candidate-dir",
+        f"bfloat16={dirs['bfloat16']}",
         "--compare-only",
         "--json",
         str(report_path),
     )
-    assert "| llm-a | answer_candidates | 1/2 (50%) |" in out
-    assert "| answer_gold | 4 | 2 | 0.50 |" in out
+    assert "| llm-a | answer_candidates | 1/2 (50%) | 2/2 (100%) |" in out
+    assert "| answer_gold | 4 | 2 (0.50) | 3 (0.75) |" in out
+    # |delta log-prob| of int8: 0.25 and 0; of bfloat16: 0 and 0.125 (median, p95, max)
+    assert "| 0.125 / 0.237 / 0.25 (2) | 0.0625 / 0.119 / 0.125 (2) |" in out
+    assert "| Table 1 (correct) | 1 of 2, 0.2; 1 of 4 | 0 of 2, 0.0; 0 of 4 |" in out
+    # q1's gold: {p1, p2} against {p1}; q2 has none in any run
+    assert "| d/llm-a | gold_C | 1 / 1 / 0; 1 of 2 | 2 / 0 / 0; 2 of 2 |" in out
+    assert "| f1 | holds | **inconclusive** | = |" in out
     report = json.loads(report_path.read_text())
-    assert report["calls"] == {
-        "float32": {"llm-a": {"seconds": 8.0, "made": 4, "served": 2}},
-        "auto": {"llm-a": {"seconds": 4.0, "made": 4, "served": 2}},
-    }
-    assert report["stage_seconds"]["float32"] == {"answer_candidates": 4.0, "answer_gold": 4.0}
-    assert report["llms"]["llm-a"]["score_abs_delta_logprob"] == {"n": 2, "mean": 0.125, "max": 0.25}
-    table1 = report["tables"]["Table 1"]
+    assert report["reference"] == "float32" and list(report["candidates"]) == ["int8", "bfloat16"]
+    assert report["runs"]["bfloat16"]["dir"] == str(dirs["bfloat16"])
+    assert report["runs"]["int8"]["arithmetic"] == {"llm-a": "int8"}
+    assert report["runs"]["float32"]["calls"] == {"llm-a": {"seconds": 8.0, "made": 4, "served": 2}}
+    assert report["runs"]["float32"]["stage_seconds"] == {"answer_candidates": 4.0, "answer_gold": 4.0}
+    int8, bf16 = report["comparisons"]["int8"], report["comparisons"]["bfloat16"]
+    assert int8["llms"]["llm-a"]["score_abs_delta_logprob"]["mean"] == 0.125
+    assert int8["llms"]["llm-a"]["generate_equal_all"] == {"equal": 1, "shared": 2}
+    table1 = int8["tables"]["Table 1"]
     assert (table1["cells"], table1["differ"]) == (4, 1)  # the numeric cells: correct and n
     assert (table1["headline_cells"], table1["headline_differ"], table1["headline_max_delta"]) == (2, 1, 0.25)
-    assert report["tables"]["Table 2"]["cells"] is None  # written by neither run
+    assert int8["tables"]["Table 2"]["cells"] is None  # written by no run
+    assert int8["gold"]["d/llm-a"]["gold_U"]["only_reference"] == 1 and bf16["gold"]["d/llm-a"]["known"]["differ"] == 0
+    assert int8["findings"]["verdicts_differ"] == [{"id": "f1", "reference": "holds", "candidate": "inconclusive"}]
+    assert bf16["findings"]["verdicts_differ"] == []
+    assert report["commit"] and report["flags"] is not None and report["date"]
 
 
 def test_arithmetic_agreement_runs_another_revision_from_its_own_worktree(tmp_path):
@@ -275,7 +304,13 @@ def test_backend_agreement_compares_two_runs_call_for_call_and_file_for_file(tmp
     assert "| tables/table1_rag.csv | 0 of 2 |" in out and "differs: d/none.parquet (1)" in out
     report = json.loads(report_path.read_text())
     assert report["call_seconds"] == {"reference": {"smollm2-135m": 3.0}, "candidate": {"smollm2-135m": 6.0}}
-    assert report["llms"]["smollm2-135m"]["score_abs_delta_logprob"] == {"n": 1, "mean": 0.5, "max": 0.5}
+    assert report["llms"]["smollm2-135m"]["score_abs_delta_logprob"] == {
+        "n": 1,
+        "mean": 0.5,
+        "median": 0.5,
+        "p95": 0.5,
+        "max": 0.5,
+    }
     assert report["differences"]["smollm2-135m"][0]["candidate"] == "true"
     # The overlay as Snakemake merges it: config/vllm-cpu.yaml keeps one dataset, both LLMs on vLLM.
     sys.path.insert(0, str(REPO / "benchmarks"))
