@@ -389,3 +389,14 @@ def test_fidelity_floor_measures_each_arithmetic_against_direct_float32(tmp_path
         written = list(csv.DictReader(f))
     assert [r["arithmetic"] for r in written] == list(rows)
     assert all(r["llm"] == "tiny-bos" and "--generate 4" in r["command"] and r["date"] for r in written)
+    if not int8_supported():
+        return
+    # As on an AVX2-only CPU: run again with torch's kernels capped, rows appended to the same CSV.
+    _run("fidelity_floor.py", *args, "--dtypes", "int8", "--emulate", "avx2", "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    assert report["emulate"] == "avx2" and not {"avx512f", "amx_bf16"} & set(report["flags"].split())
+    arithmetics = [r["arithmetic"] for r in report["models"][0]["rows"]]
+    assert arithmetics == ["direct float32", "direct bfloat16", "project int8"]
+    with table.open(newline="") as f:
+        written = list(csv.DictReader(f))
+    assert [r["emulate"] for r in written] == [""] * len(rows) + ["avx2"] * 3
