@@ -322,3 +322,116 @@ def test_backend_agreement_compares_two_runs_call_for_call_and_file_for_file(tmp
         ref = cfgs["reference"]["llms"][llm]
         assert (spec["backend"], spec["gpu"], spec["dtype"]) == ("vllm", 0, "float32")
         assert (ref["backend"], ref["dtype"], "python" in ref) == ("transformers", "float32", False)
+
+
+def test_fidelity_floor_measures_each_arithmetic_against_direct_float32(tmp_path):
+    """On a tiny random Llama and a store written here: the direct float32 outputs are plain
+    transformers' greedy ones (``model.generate``, cut written out here), the project's float32 gives
+    them too, plain bfloat16's distance on the score calls is the one recomputed here, every verdict
+    follows the floor's rule, and the CSV gets one row per arithmetic."""
+    import csv
+    import hashlib
+    import sqlite3
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from llm_utility.generation.cpu_arithmetic import int8_supported
+    from test_independent_checks import tiny_spec, write_tiny_llama
+
+    folder = tmp_path / "models" / "tiny-bos"
+    write_tiny_llama(folder, "bos", seed=1)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"llms": {"tiny-bos": tiny_spec(folder)}}))
+    store = tmp_path / "store" / "tiny-bos"
+    store.mkdir(parents=True)
+    answers = [
+        "Information: Lima is the capital of Peru. Question: What is the capital of Peru? Answer:",
+        "Question: What is the capital of Chile? Answer:",
+        "Information: Oslo lies on the coast of Norway. Question: Where is Oslo? Answer:",
+    ]
+    judged = ["Santiago Chile [1] [2] > Answer:", "Question: Is Lima the capital of Peru? Answer:"]
+    scored = [("", "Lima is the capital of Peru."), ("Question: What is the capital of Chile? Answer:", " Santiago")]
+    shards = {
+        "answer_candidates+dataset=d+llm=tiny-bos.20261205T000000-aaaaaaaaaaaa.sqlite": [
+            ("generate", p, "", {"max_new_tokens": 12, "stop": ["\n"]}) for p in answers
+        ],
+        "judge+dataset=d+llm=tiny-bos.20261205T000000-bbbbbbbbbbbb.sqlite": [
+            ("generate", p, "", {"max_new_tokens": 6, "stop": ["\n"]}) for p in judged
+        ]
+        + [("score", p, t, {}) for p, t in scored],
+    }
+    for name, rows in shards.items():
+        with sqlite3.connect(store / name) as db:
+            db.execute("CREATE TABLE calls (kind TEXT, prompt TEXT, target TEXT, params TEXT, value TEXT)")
+            db.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, '')", [(*r[:3], json.dumps(r[3])) for r in rows])
+    report_path, table = tmp_path / "report.json", tmp_path / "results" / "fidelity_floor.csv"
+    args = ["--models", "tiny-bos", "--generate", "4", "--score", "2", "--store", str(tmp_path / "store")]
+    args += ["--models-dir", str(tmp_path / "models"), "--config", str(config), "--csv", str(table)]
+    out = _run("fidelity_floor.py", *args, "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    (model,) = report["models"]
+    rows = {r["arithmetic"]: r for r in model["rows"]}
+    project = ["float32", "bfloat16", *(["int8"] if int8_supported() else [])]
+    assert list(rows) == ["direct float32", "direct bfloat16", *(f"project {d}" for d in project)]
+    assert "| tiny-bos | project float32 | 4/4 (100%) |" in out
+
+    plain = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    prompts = {hashlib.sha256(p.encode()).hexdigest(): p for p in answers + judged}
+    # rounds over the stages: answer_candidates, judge, answer_candidates, judge
+    assert [c["max_new_tokens"] for c in model["calls"]] == [12, 6, 12, 6]
+    for call in model["calls"]:
+        ids = torch.tensor([tokenizer(prompts[call["prompt_sha256"]])["input_ids"]])
+        with torch.inference_mode():
+            new = plain.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=call["max_new_tokens"],
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )[0, ids.shape[1] :]
+        expected = tokenizer.decode(new, skip_special_tokens=True).lstrip().split("\n")[0].strip()
+        assert call["outputs"]["direct float32"] == call["outputs"]["project float32"] == expected
+    reference, engine = rows["direct float32"], rows["project float32"]
+    assert (reference["greedy_equal"], reference["score"]["max"], reference["continuation"]["max"]) == (4, 0.0, 0.0)
+    assert engine["score"]["max"] < 1e-4 and engine["continuation"]["max"] < 1e-4
+
+    # plain bfloat16's distance on the score calls, recomputed: full logits, log-softmax, gather
+    def logprobs(m, prompt, target):
+        prompt_ids = tokenizer(prompt)["input_ids"]  # <s> first, also for the empty prompt
+        ids = prompt_ids + tokenizer(target, add_special_tokens=False)["input_ids"]
+        with torch.inference_mode():
+            table = torch.log_softmax(m(torch.tensor([ids])).logits[0].float(), dim=-1)
+        return [float(table[j - 1, ids[j]]) for j in range(len(prompt_ids), len(ids))]
+
+    f32 = [logprobs(plain, p, t) for p, t in scored]
+    bf16 = [logprobs(plain.to(torch.bfloat16), p, t) for p, t in scored]
+    deltas = sorted(abs(a - b) for x, y in zip(f32, bf16) for a, b in zip(x, y))
+    anchor = rows["direct bfloat16"]
+    assert anchor["score"]["tokens"] == len(deltas) > 2  # the passage's tokens after <s>, the answer's
+    assert anchor["score"]["max"] == pytest.approx(deltas[-1], abs=1e-6)
+    middle = (deltas[(len(deltas) - 1) // 2] + deltas[len(deltas) // 2]) / 2
+    assert anchor["score"]["median"] == pytest.approx(middle, abs=1e-6)
+
+    for name in (f"project {d}" for d in project):
+        r = rows[name]
+        meets = r["greedy_equal"] >= anchor["greedy_equal"] - 2 and all(
+            r[part]["median"] <= anchor[part]["median"] * 1.25 for part in ("score", "continuation")
+        )
+        assert r["verdict"].startswith("meets the floor" if meets else "below the floor: ")
+    with table.open(newline="") as f:
+        written = list(csv.DictReader(f))
+    assert [r["arithmetic"] for r in written] == list(rows)
+    assert all(r["llm"] == "tiny-bos" and "--generate 4" in r["command"] and r["date"] for r in written)
+    if not int8_supported():
+        return
+    # As on an AVX2-only CPU: run again with torch's kernels capped, rows appended to the same CSV.
+    _run("fidelity_floor.py", *args, "--dtypes", "int8", "--emulate", "avx2", "--json", str(report_path))
+    report = json.loads(report_path.read_text())
+    assert report["emulate"] == "avx2" and not {"avx512f", "amx_bf16"} & set(report["flags"].split())
+    arithmetics = [r["arithmetic"] for r in report["models"][0]["rows"]]
+    assert arithmetics == ["direct float32", "direct bfloat16", "project int8"]
+    with table.open(newline="") as f:
+        written = list(csv.DictReader(f))
+    assert [r["emulate"] for r in written] == [""] * len(rows) + ["avx2"] * 3
