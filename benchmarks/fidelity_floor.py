@@ -123,12 +123,15 @@ sys.path.insert(0, str(REPO / "src"))
 GENERATE_CALLS, SCORE_CALLS = 48, 24
 SLACK_CALLS, SLACK_MEDIAN = 2, 0.25
 REFERENCE, ANCHOR = "direct float32", "direct bfloat16"
+# benchmarks/results/README.md's columns every file has first (kernels: the --emulate cap).
 CSV_FIELDS = [
     "date",
+    "date_source",
     "commit",
     "cpu",
     "flags",
-    "emulate",
+    "kernels",
+    "recorded_in",
     "command",
     "llm",
     "arithmetic",
@@ -541,6 +544,10 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+# --emulate as benchmarks/results/README.md names a kernel cap.
+KERNEL_CAPS = {"": "", "avx2": "AVX2", "avx512": "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16"}
+
+
 def append_csv(path: Path, report: dict) -> None:
     """One row per model and arithmetic; a file written with other columns is an error, not mixed."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -561,7 +568,12 @@ def append_csv(path: Path, report: dict) -> None:
                 flat = {f"{part}_{k}": r[part][k] for part in ("score", "continuation") for k in r[part]}
                 writer.writerow(
                     {
-                        **{k: report[k] for k in ("date", "commit", "cpu", "flags", "emulate", "command")},
+                        **{k: report[k] for k in ("date", "commit", "cpu", "command")},
+                        "date_source": "measured",
+                        # the flags the results' README lists (fma, which every x86 CPU here has, left out)
+                        "flags": " ".join(f for f in report["flags"].split() if f != "fma"),
+                        "kernels": KERNEL_CAPS[report["emulate"] or ""],
+                        "recorded_in": "",
                         **{k: r[k] for k in ("arithmetic", "generate_calls", "greedy_equal", "verdict")},
                         **{k: v for k, v in flat.items() if k in CSV_FIELDS},
                         "llm": model["llm"],

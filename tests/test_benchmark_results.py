@@ -63,6 +63,18 @@ NUMERIC = {
         "gemma3_decode_tok_s",
     ],
     "agreement.csv": ["equal", "compared"],
+    "fidelity_floor.csv": [
+        "generate_calls",
+        "greedy_equal",
+        "greedy_share",
+        "score_median",
+        "score_p95",
+        "score_max",
+        "continuation_median",
+        "continuation_p95",
+        "continuation_max",
+        "seconds",
+    ],
     "measurements.csv": ["value"],
 }
 NUMBER = r"\d+(?:\.\d+)?(?:e-?\d+)?"

@@ -434,4 +434,4 @@ def test_fidelity_floor_measures_each_arithmetic_against_direct_float32(tmp_path
     assert arithmetics == ["direct float32", "direct bfloat16", "project int8"]
     with table.open(newline="") as f:
         written = list(csv.DictReader(f))
-    assert [r["emulate"] for r in written] == [""] * len(rows) + ["avx2"] * 3
+    assert [r["kernels"] for r in written] == [""] * len(rows) + ["AVX2"] * 3

@@ -80,20 +80,25 @@ def kernels_uncapped(monkeypatch):
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
 
 
-def test_dtype_auto_is_the_fastest_arithmetic_of_the_cpus_flags(monkeypatch):
-    flags = {"amx_bf16": False, "avx512_f": False, "avx2": True}  # named as torch.cpu.get_capabilities names them
+def test_dtype_auto_is_the_fastest_arithmetic_that_meets_the_fidelity_floor(monkeypatch):
+    """bfloat16 where the CPU multiplies it natively, float32 elsewhere; never int8, which is below the
+    floor (docs/performance.md, "The fidelity floor"), though faster on AVX2 and AVX-512 without AMX."""
+    flags = {"amx_bf16": False, "avx512_bf16": False, "avx512_f": False, "avx2": True}  # torch's names
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
     monkeypatch.setattr(cpu_arithmetic, "has_fbgemm", lambda: True)
     kernels_uncapped(monkeypatch)
-    assert resolve_dtype("auto", cuda=False) == "int8"  # AVX2 only: fbgemm's int8
+    assert resolve_dtype("auto", cuda=False) == "float32"  # AVX2 only: bfloat16 would be emulated
+    assert resolve_dtype("int8", cuda=False) == "int8"  # asked for: fbgemm's int8
     assert resolve_dtype(None, cuda=False) == "float32" and resolve_dtype("float32", cuda=False) == "float32"
     assert resolve_dtype("auto", cuda=True) == "bfloat16" and resolve_dtype(None, cuda=True) == "bfloat16"
-    flags.update(avx2=True, avx512_f=True)
-    assert resolve_dtype("auto", cuda=False) == "int8"  # AVX-512 with VNNI: int8 again
-    flags["amx_bf16"] = True
+    flags.update(avx512_f=True)
+    assert resolve_dtype("auto", cuda=False) == "float32"  # AVX-512 with VNNI, no BF16
+    flags["avx512_bf16"] = True
+    assert resolve_dtype("auto", cuda=False) == "bfloat16"  # AVX-512 BF16 (a Zen 4 or 5 EPYC)
+    flags.update(avx512_bf16=False, amx_bf16=True)
     assert resolve_dtype("auto", cuda=False) == "bfloat16"  # AMX: bfloat16 tiles
     flags.update(amx_bf16=False, avx2=False, avx512_f=False)
-    assert resolve_dtype("auto", cuda=False) == "float32"  # no fbgemm kernels (e.g. an ARM CPU)
+    assert resolve_dtype("auto", cuda=False) == "float32"  # no x86 vector kernels (e.g. an ARM CPU)
     with pytest.raises(ValueError, match="needs an x86 CPU"):
         resolve_dtype("int8", cuda=False)
     with pytest.raises(ValueError, match="CPU arithmetic"):
@@ -112,7 +117,7 @@ def test_cpu_flags_read_the_names_torch_reports(monkeypatch):
     kernels_uncapped(monkeypatch)
     flags = cpu_arithmetic.cpu_flags()
     assert flags["avx512f"] and flags["fma"] and not flags["avx2"]
-    assert resolve_dtype("auto", cuda=False) == "int8"  # fbgemm's AVX-512 kernels
+    assert cpu_arithmetic.int8_supported()  # fbgemm's AVX-512 kernels
     monkeypatch.undo()
     if platform.machine() in ("x86_64", "AMD64"):  # torch still names every flag we read so
         assert set(cpu_arithmetic.TORCH_FLAG_NAMES.values()) <= set(torch.cpu.get_capabilities())
@@ -130,16 +135,14 @@ def test_dtype_auto_follows_the_kernels_torch_was_capped_at(monkeypatch):
     assert resolve_dtype("auto", cuda=False) == "bfloat16"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")  # AVX-512 BF16 without AMX
     assert cpu_arithmetic.cpu_flags()["avx512_bf16"] and not cpu_arithmetic.cpu_flags()["amx_bf16"]
-    assert resolve_dtype("auto", cuda=False) == "int8"
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert resolve_dtype("auto", cuda=False) == "bfloat16"
     monkeypatch.setattr(cpu_arithmetic, "bfloat16_packing_supported", lambda: False)  # oneDNN: no bfloat16
-    assert resolve_dtype("auto", cuda=False) == "int8"
+    assert resolve_dtype("auto", cuda=False) == "float32"
     kernels_uncapped(monkeypatch)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")  # ATEN_CPU_CAPABILITY=avx2
     flags = cpu_arithmetic.cpu_flags()
     assert flags["avx2"] and not any(flags[name] for name in amx if name != "avx2")
-    assert resolve_dtype("auto", cuda=False) == "int8"
+    assert resolve_dtype("auto", cuda=False) == "float32"
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # no vector kernels
     assert resolve_dtype("auto", cuda=False) == "float32"
 

@@ -138,14 +138,15 @@ def test_an_auto_model_runs_in_the_resolved_dtype_and_keys_its_calls_by_it(monke
 
     manifest = write_tiny_llama(tmp_path, "bos")
     keys = {}
-    # Which arithmetic auto picks is tested in test_cpu_engine.py; here, that the model runs in it.
-    flag_sets = {"bfloat16": {"amx_bf16": True}, "float32": {}}
+    # Which arithmetic auto picks is tested in test_cpu_engine.py; here, that the model runs in it
+    # (int8, which auto never picks, where it is asked for).
+    flag_sets = {"bfloat16": ("auto", {"amx_bf16": True}), "float32": ("auto", {"avx2": True})}
     if cpu_arithmetic.int8_supported():
-        flag_sets["int8"] = {"avx2": True}
+        flag_sets["int8"] = ("int8", {"avx2": True})
     kernels_uncapped(monkeypatch)  # as if torch's kernels could use all of those flags
-    for expected, flags in flag_sets.items():
+    for expected, (requested, flags) in flag_sets.items():
         monkeypatch.setattr(torch.cpu, "get_capabilities", lambda flags=flags: flags)
-        gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": "auto"})
+        gen = load_generator(manifest, {**tiny_spec(tmp_path), "dtype": requested})
         assert gen.dtype == expected
         if expected == "int8":
             head = gen.model.get_output_embeddings()
@@ -433,7 +434,7 @@ def _in_auto_arithmetic(name: str, request: pytest.FixtureRequest):
 @pytest.mark.parametrize("name", ["smollm2", "gemma"])
 def test_batched_outputs_match_one_at_a_time(name, request):
     """A call's output does not depend on its batch, bitwise, in the arithmetic the demo runs in
-    here (int8, bfloat16 or float32 by the CPU's flags): the generation store keys a call without
+    here (bfloat16 or float32 by the CPU's flags): the generation store keys a call without
     its batch. (Every arithmetic on tiny models: tests/test_cpu_engine.py.)"""
     gen = _in_auto_arithmetic(name, request)
     prompts = [gen.render(q) if name == "smollm2" else f"Question: {q}\nAnswer:" for q in QUESTIONS]

@@ -86,14 +86,25 @@ def int8_supported() -> bool:
     return has_fbgemm() and (flags["avx2"] or flags["avx512f"])
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16, through oneDNN's packed
+    weights); elsewhere bfloat16 is emulated, slower than float32."""
+    flags = cpu_flags()
+    return flags["amx_bf16"] or flags["avx512_bf16"]
+
+
 def resolve_dtype(requested: str | None, cuda: bool) -> str:
     """The arithmetic a transformers model runs in.
 
     - an explicit ``float32``, ``bfloat16``, ``float16`` or ``int8``: that one (int8 only on a CPU
       with fbgemm);
     - ``null``: float32 on a CPU, bfloat16 on CUDA (the conservative default);
-    - ``auto``: bfloat16 on CUDA; on a CPU, the fastest measured one for its flags: bfloat16 with
-      AMX, int8 with AVX2 or AVX-512 (fbgemm), float32 otherwise.
+    - ``auto``: bfloat16 on CUDA; on a CPU, the fastest arithmetic that meets the fidelity floor,
+      i.e. is at least as close to float32 as plain bfloat16, the GPU's arithmetic
+      (docs/performance.md, "The fidelity floor"): bfloat16 where the CPU multiplies it natively,
+      float32 elsewhere. int8 is faster on AVX2 and on AVX-512 without AMX, but below the floor: on
+      real demo prompts it changes about twice as many greedy answers as bfloat16, so ``auto``
+      never picks it; a config may still ask for it.
     """
     if requested == "int8":
         if cuda:
@@ -107,11 +118,8 @@ def resolve_dtype(requested: str | None, cuda: bool) -> str:
         return requested
     if cuda:
         return "bfloat16"
-    if requested == "auto":
-        if cpu_flags()["amx_bf16"]:
-            return "bfloat16"
-        if int8_supported():
-            return "int8"
+    if requested == "auto" and native_bfloat16():
+        return "bfloat16"
     return "float32"
 
 

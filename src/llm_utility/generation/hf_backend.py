@@ -73,7 +73,7 @@ class _StopOnText(StoppingCriteria):
 class HFGenerator(Generator):
     """A causal LM loaded with transformers from the manifest's ``load_path``.
 
-    On a CPU it runs in the arithmetic ``resolve_dtype`` picks (``dtype: auto``: int8 or bfloat16 by
+    On a CPU it runs in the arithmetic ``resolve_dtype`` picks (``dtype: auto``: bfloat16 or float32 by
     the CPU's flags; ``null``: float32) through the engine of ``hf_engine``, whose prefix cache lives
     as long as the generator; with CUDA it defaults to bfloat16 and spreads the model over the
     visible devices (``device_map="auto"``).
