@@ -74,13 +74,10 @@ JUDGE = config["judgments"]
 RANK = config["rankings"]
 
 
-# A job that stops on bad input prints one line (llm_utility.logs); the run's last lines repeat them.
+# A job that stops on bad input prints one line (llm_utility.logs); the run's last lines repeat them
+# (onerror, below).
 onstart:
     clear_data_errors()
-
-
-onerror:
-    print_data_errors(sys.stderr)
 
 
 # --- config access --------------------------------------------------------------------------------
@@ -140,8 +137,10 @@ wildcard_constraints:
 
 
 # --- when a run fails -----------------------------------------------------------------------------
-# A job SLURM killed for its memory fails like any other job; which one it was, and the memory it had
-# reached, is only in its SLURM log: say it where the run ends.
+# What the failed jobs died of, where the run ends (Snakemake keeps one onerror handler): each bad
+# input file's one line; each job SLURM killed for its memory, which fails like any other job and
+# whose memory is only in its SLURM log.
 onerror:
+    print_data_errors(sys.stderr)
     for kill in memory_kills(log):
         print(f"Killed for its memory: {kill.message()}", file=sys.stderr)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_runner import snakemake_cmd
+from workflow_runner import REPO, snakemake_cmd
 
 
 @pytest.mark.slow
@@ -198,3 +198,15 @@ def test_canonical_config_ignores_key_order_and_keeps_the_tables_order(repo):
             assert repr(same[key]) == repr(reordered[key]), key
     assert same["prompts"] == config["prompts"]  # lists keep their order
     assert list(same["llms"]["smollm2-135m"]["weights"]) == ["gguf_file", "gguf_package"]
+
+
+def test_one_onerror_handler():
+    """Snakemake keeps the last `onerror` it reads: a second one would silently drop the first (the
+    bad-input lines, or the jobs SLURM killed for their memory)."""
+    handlers = [
+        f"{path.name}:{i}"
+        for path in sorted((REPO / "rules").glob("*.smk")) + [REPO / "Snakefile"]
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if line.startswith("onerror:")
+    ]
+    assert len(handlers) == 1, handlers
