@@ -6,7 +6,7 @@ status check is brought forward, since its default of 40 s would cost minutes he
 What it shows, on a slice of the demo (one dataset, end to end, to Table 1, with a tiny LLM in the
 demo's settings and the demo's `resources`):
 - every result file equals a local run's, byte for byte, although a model job was cancelled mid-way
-  (`scancel`) and another requeued (`scontrol requeue`) while they ran; the cancelled job's retry
+  (`scancel`) and a data job requeued (`scontrol requeue`) while they ran; the cancelled job's retry
   recomputed nothing the killed one had stored, the requeued one finished once;
 - every job got the partition, CPUs and memory its rule declares (`scontrol show job`), a job whose
   rule asks for a GPU landed on the `gpu` partition with one device, and the jobs' logs are where
@@ -48,6 +48,8 @@ DATASET = "wf-single"
 TABLE1 = ["results/tables/table1_rag.md", "results/tables/table1_rag.csv", "results/tables/table1_rag.tex"]
 # The model job whose calls this module watches: every passage of U alone, and no passage.
 CANDIDATES = "answer_candidates"
+# The job requeued while it runs.
+REQUEUED = "prepare_queries"
 # The plugin's first status check after a submission (its default, 40 s, costs minutes on a chain of
 # short jobs); it then waits 10 s longer after every check that finds no job finished.
 FAST_POLLING = ("--slurm-init-seconds-before-status-checks", "1")
@@ -198,7 +200,9 @@ def _served(stats: dict) -> int:
 
 class _Faults(threading.Thread):
     """While the slice runs: cancel the candidates' model job once it has stored a few calls and is
-    still running (`scancel`), and requeue the re-ask job while it runs (`scontrol requeue`)."""
+    still running (`scancel`), and requeue the queries' preparation while it runs (`scontrol
+    requeue`; a requeued job waits out SLURM's cred_expire before it starts again, and this one runs
+    beside the corpus's encoding and index, off the run's longest chain)."""
 
     def __init__(self, cluster, workdir: Path):
         super().__init__(daemon=True)
@@ -238,7 +242,7 @@ class _Faults(threading.Thread):
                         # Still open: the job had not finished when it was cancelled.
                         self.cancelled = {"jobid": jobid, "open": any(self.store.glob(f"{CANDIDATES}+*.open.sqlite"))}
                 if not self.requeued:
-                    jobid = self._job("answer_reask")
+                    jobid = self._job(REQUEUED)
                     if jobid:
                         subprocess.run(["scontrol", "requeue", jobid], env=self.cluster.env, check=True)
                         self.requeued = {"jobid": jobid}
@@ -398,12 +402,12 @@ def test_a_cancelled_model_job_recomputes_nothing_it_stored(slice_runs):
 
 def test_a_requeued_job_finishes_once(slurm, slice_runs):
     s = slice_runs
-    assert s.faults.requeued, "the re-ask job was never seen running"
+    assert s.faults.requeued, f"no {REQUEUED} job was seen running"
     assert s.rc == 0, s.out[-3000:]
     job = _scontrol_job(slurm, s.faults.requeued["jobid"])
     assert int(job["Restarts"]) >= 1 and job["JobState"] == "COMPLETED", job
-    finished = re.findall(r"Finished jobid: \d+ \(Rule: answer_reask\)", s.out)
-    assert len(finished) == 1 and "Error in rule answer_reask" not in s.out
+    finished = re.findall(rf"Finished jobid: \d+ \(Rule: {REQUEUED}\)", s.out)
+    assert len(finished) == 1 and f"Error in rule {REQUEUED}" not in s.out
 
 
 def _model_hosts(host_dir: Path) -> list[int]:

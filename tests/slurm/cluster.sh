@@ -242,7 +242,9 @@ stop() {
 	local name
 	# Jobs still running end with the cluster: their processes are slurmstepd's, not the daemons'.
 	running slurmctld && SLURM_CONF=$DIR/slurm.conf scancel --quiet --user "$(id -un)" 2>/dev/null || true
-	for name in "${DAEMONS[@]}"; do stop_daemon "$name"; done
+	# All at once: each takes a few seconds to save its state and exit.
+	for name in "${DAEMONS[@]}"; do stop_daemon "$name" & done
+	wait
 	[ "$(readlink "$SYSTEM_CONF" 2>/dev/null)" = "$DIR/slurm.conf" ] && rm -f "$SYSTEM_CONF"
 	[ "$(readlink "$SYSTEM_DBD_CONF" 2>/dev/null)" = "$DIR/slurmdbd.conf" ] && rm -f "$SYSTEM_DBD_CONF"
 	log "stopped"
