@@ -143,6 +143,11 @@ def cost_job(*, jobs: Sequence[Mapping[str, Any]], csv: str, md: str, log: loggi
         "seconds and memory leave the loading out (each job's log names its host and that host's log).",
         glossary=(
             ("method", "a judge job's calls per method (rank_<method>: its rankings); the job's own row has none"),
+            (
+                "dtype",
+                "the arithmetic the models ran in (float32, bfloat16, int8); `dtype: auto` takes the fastest at least "
+                'as close to float32 as plain bfloat16, which docs/performance.md measures ("The fidelity floor")',
+            ),
             ("kinds", "the kinds of model call: generate, score (likelihoods), attention"),
             ("calls_served", "calls found in the generation store: they cost nothing"),
             ("missing", "jobs without a log or benchmark"),
