@@ -104,18 +104,19 @@ CPU_KINDS = {
         "measured: the demo on an Intel Xeon with AMX, 2026-12-05",
     ),
     "avx512": CpuKind(
-        "AVX-512 BF16/VNNI without AMX (int8)",
-        678.6 / 430.4,
+        "AVX-512 BF16 without AMX (bfloat16)",
+        678.6 / 430.4 * 946 / 915,
         88 / 131,
-        "the demo's calls on an AMD EPYC Zen 4 (678.6 s against the Xeon's 430.4; a Zen 5 took 360-402) "
-        "and its float32 products (88 against 131 GFLOP/s)",
+        "the demo's calls on an AMD EPYC Zen 4 (678.6 s in int8 against the Xeon's 430.4; its whole demo in "
+        "bfloat16 made 946 call-seconds against 915 in int8) and its float32 products (88 against 131 GFLOP/s)",
     ),
     "avx2": CpuKind(
-        "AVX2 only (int8)",
-        1_020 / 430.4,
+        "AVX2 only, or AVX-512 without BF16 (float32)",
+        1_372 / 430.4 / 0.51,
         57 / 131,
-        "an estimate: no AVX2-only CPU has run this engine's demo; its int8 and float32 products "
-        "scaled from the Zen 5's demo capped at AVX2 (docs/performance.md, 'Other CPUs')",
+        "an estimate: the Xeon's demo with its kernels capped at AVX2 (float32, 1,372 call-seconds) scaled by "
+        "an AVX2-only EPYC's float32 products (57-64 against the capped Xeon's 118 GFLOP/s; docs/performance.md, "
+        "'Budgets and today's numbers')",
     ),
 }
 
@@ -124,7 +125,7 @@ def cpu_kind(flags: set[str]) -> tuple[str, CpuKind]:
     """The kind of a CPU with these /proc/cpuinfo flags; unknown flags get the slowest kind's rates."""
     if "amx_bf16" in flags:
         return "amx", CPU_KINDS["amx"]
-    if "avx512_bf16" in flags or "avx512_vnni" in flags:
+    if "avx512_bf16" in flags:  # dtype auto: bfloat16 where the CPU multiplies it natively, else float32
         return "avx512", CPU_KINDS["avx512"]
     if "avx2" in flags:
         return "avx2", CPU_KINDS["avx2"]
