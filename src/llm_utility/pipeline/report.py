@@ -309,6 +309,15 @@ _KNOWN_SPLIT_GLOSSARY = (
     ("Known", "the same on the judged queries it answers correctly with no passage"),
 )
 _BY_SOURCE = "the rows of one LLM in one column"
+# A RAG table's values: correct answers on unknown and known queries, and the parse shares of what
+# the row answered with.
+_RAG_VALUES = (
+    Value("unknown", "Unk", "max", _OUTCOMES),
+    Value("known", "Known", "max", _OUTCOMES),
+    Value("genuine", "genuine %"),
+    Value("unparsed", "unparsed %"),
+    Value("echo", "echo %"),
+)
 # Tables of RAG answers on the LLM's unknown and known queries against the top-k
 # (``report.judgments.known_split``), by rule.
 RAG_TABLES = {
@@ -319,13 +328,7 @@ RAG_TABLES = {
         group="llm",
         index=("source",),
         across="dataset",
-        values=(
-            Value("unknown", "Unk", "max", _OUTCOMES),
-            Value("known", "Known", "max", _OUTCOMES),
-            Value("genuine", "genuine %"),
-            Value("unparsed", "unparsed %"),
-            Value("echo", "echo %"),
-        ),
+        values=_RAG_VALUES,
         glossary=(
             ("topk", "the retriever's top-k"),
             ("selected_<method>_from_<llm>", "the passages the LLM selected itself with that method"),
@@ -349,13 +352,7 @@ RAG_TABLES = {
         group="llm",
         index=("source",),
         across="dataset",
-        values=(
-            Value("unknown", "Unk", "max", _OUTCOMES),
-            Value("known", "Known", "max", _OUTCOMES),
-            Value("genuine", "genuine %"),
-            Value("unparsed", "unparsed %"),
-            Value("echo", "echo %"),
-        ),
+        values=_RAG_VALUES,
         glossary=(
             ("topk", "the retriever's top-k"),
             ("reranked_<method>_top<n>", "the top n passages of the LLM's own ranking by that method"),

@@ -254,12 +254,20 @@ def table1_latex(df: pl.DataFrame, intervals: Mapping[str, Any] | None = None) -
     wide = pd.concat(blocks)
     wide.columns = pd.Index([TABLE1_TEX_HEADERS[c] for c in wide.columns], name="Generator")
     # The columns' name lands in the header cell above the LLM names, keeping one header row.
+    return _latex(wide, TABLE1_TITLE, legend)
+
+
+def _latex(wide: pd.DataFrame, title: str, legend: Legend) -> str:
+    """A wide table in LaTeX (booktabs, a rule between row blocks), under its title and legend as comments."""
     tex = wide.style.to_latex(
-        hrules=True, clines="skip-last;data", multirow_align="t", column_format="ll" + "r" * wide.shape[1]
+        hrules=True,
+        clines="skip-last;data",
+        multirow_align="t",
+        column_format="l" * wide.index.nlevels + "r" * wide.shape[1],
     )
     # A block separator right before the bottom rule would double it.
     tex = re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex)
-    return f"% {TABLE1_TITLE}\n{legend.latex()}{tex}"
+    return f"% {title}\n{legend.latex()}{tex}"
 
 
 def write_table1(
@@ -516,14 +524,7 @@ def grouped_latex(df: pl.DataFrame, layout: GroupedTable, intervals: Mapping[str
     wide.index = wide.index.map(
         lambda idx: tuple(latex_escape(str(i)) for i in (idx if isinstance(idx, tuple) else (idx,)))
     )
-    tex = wide.style.to_latex(
-        hrules=True,
-        clines="skip-last;data",
-        multirow_align="t",
-        column_format="l" * wide.index.nlevels + "r" * wide.shape[1],
-    )
-    tex = re.sub(r"\\cline\{[0-9-]+\}\n(?=\\bottomrule)", "", tex)
-    return f"% {layout.title}\n{legend.latex()}{tex}"
+    return _latex(wide, layout.title, legend)
 
 
 def write_grouped_table(
