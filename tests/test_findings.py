@@ -547,6 +547,17 @@ def test_findings_md_and_html_open_with_the_summary_then_one_legend_line_per_ver
     )
 
 
+def test_the_interval_columns_name_the_configured_confidence():
+    """report.confidence: 0.9 gives 90% intervals, and the table's headers must say 90%, not 95%."""
+    rs90 = F.Resampling(n_resamples=500, seed=3, confidence=0.9)
+    entries = F.all_findings(table1_inputs(), rs90)
+    md = F.findings_markdown(entries, rs90, ["a"])
+    assert "effect [90% CI]" in md and "95%" not in md
+    assert "original [90% CI]" in md and "re-ask [90% CI]" in md
+    # and the default stays the paper's 95%
+    assert "effect [95% CI]" in F.findings_markdown(F.all_findings(table1_inputs(), RS), RS, ["a"])
+
+
 # --- cost table --------------------------------------------------------------------------------------
 
 

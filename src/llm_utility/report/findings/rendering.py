@@ -47,13 +47,19 @@ def _note(e: Mapping[str, Any]) -> str:
     return "; ".join(t for t in parts if t)
 
 
-def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+def _ci(confidence: float) -> str:
+    """The interval's column label at ``report.confidence``: ``[95% CI]``."""
+    return f"[{100 * confidence:g}% CI]"
+
+
+def summary_frame(entries: Sequence[Mapping[str, Any]], confidence: float = 0.95) -> pl.DataFrame:
     """One row per finding: finding, source, effect [CI], expected, verdict, construction, cells, note."""
+    effect = f"effect {_ci(confidence)}"
     rows = [
         {
             "finding": e["id"],
             "source": e["source"],
-            "effect [95% CI]": _interval_text(e),
+            effect: _interval_text(e),
             "expected": e["expected"],
             "verdict": e["verdict"],
             "construction": e.get("construction", ""),
@@ -62,7 +68,7 @@ def summary_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
         }
         for e in entries
     ]
-    columns = ("finding", "source", "effect [95% CI]", "expected", "verdict", "construction", "cells", "note")
+    columns = ("finding", "source", effect, "expected", "verdict", "construction", "cells", "note")
     return pl.DataFrame(rows, schema={k: pl.String for k in columns})
 
 
@@ -86,10 +92,11 @@ def construction_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={k: pl.String for k in columns})
 
 
-def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+def reask_frame(entries: Sequence[Mapping[str, Any]], confidence: float = 0.95) -> pl.DataFrame:
     """Each finding with a re-ask twin beside its twin: effect [CI] and verdict of both, and whether
     the original's effect survives the re-ask."""
     by_id = {e["id"]: e for e in entries}
+    original, reask = f"original {_ci(confidence)}", f"re-ask {_ci(confidence)}"
     rows = []
     for e in entries:
         twin = by_id.get(e.get("reask_twin", ""))
@@ -99,9 +106,9 @@ def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
             {
                 "finding": e["id"],
                 "construction": e.get("construction", ""),
-                "original [95% CI]": _interval_text(e),
+                original: _interval_text(e),
                 "original verdict": e["verdict"],
-                "re-ask [95% CI]": _interval_text(twin),
+                reask: _interval_text(twin),
                 "re-ask verdict": twin["verdict"]
                 if twin["status"] == "run"
                 else f"{twin['verdict']} ({twin['reason']})",
@@ -111,9 +118,9 @@ def reask_frame(entries: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     columns = (
         "finding",
         "construction",
-        "original [95% CI]",
+        original,
         "original verdict",
-        "re-ask [95% CI]",
+        reask,
         "re-ask verdict",
         "survives",
     )
@@ -201,9 +208,9 @@ def findings_markdown(entries: Sequence[Mapping[str, Any]], rs: Resampling, llms
         summary_markdown(summarize(entries, min_queries=rs.min_queries, llms=llms)),
         "## Every finding\n",
         head + "\n\n" + "\n".join(f"- `{v}`: {text}." for v, text in verdicts) + "\n\n" + tail + "\n",
-        markdown(summary_frame(entries)),
+        markdown(summary_frame(entries, rs.confidence)),
     ]
-    reask = reask_frame(entries)
+    reask = reask_frame(entries, rs.confidence)
     if reask.height:
         parts += ["## Re-ask control\n\n" + _REASK_HEAD + "\n", markdown(reask)]
     parts.append("## How each finding is built, and the datasets it covers\n")
@@ -248,9 +255,9 @@ def findings_html(entries: Sequence[Mapping[str, Any]], rs: Resampling, llms: Se
         f"<p>{text(head)}</p><ul>"
         + "".join(f"<li><code>{html.escape(v)}</code>: {text(t)}.</li>" for v, t in verdicts)
         + f"</ul><p>{text(tail)}</p>",
-        table(summary_frame(entries)),
+        table(summary_frame(entries, rs.confidence)),
     ]
-    reask = reask_frame(entries)
+    reask = reask_frame(entries, rs.confidence)
     if reask.height:
         parts += ["<h2>Re-ask control</h2>", f"<p>{text(_REASK_HEAD)}</p>", table(reask)]
     parts += ["<h2>How each finding is built, and the datasets it covers</h2>", table(construction_frame(entries))]
