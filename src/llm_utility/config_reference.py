@@ -134,8 +134,8 @@ def reference(schema: Mapping) -> str:
     props = schema["properties"]
     required = set(schema.get("required", []))
     lines = [
-        f"<!-- Generated from config/schema.yaml by `{COMMAND}` (make config-docs). Do not edit: edit the"
-        " schema's descriptions and regenerate; a test fails when this file is not current. -->",
+        f"<!-- Generated from config/schema.yaml by `{COMMAND}` (make config-docs): edit the schema's"
+        " descriptions, not this file (a test checks it is current). -->",
         "",
         "# Configuration reference",
         "",
@@ -144,9 +144,9 @@ def reference(schema: Mapping) -> str:
         if paragraph.strip():
             lines += [_prose(paragraph), ""]
     lines += [
-        "Each table gives a key's type, its default (`required`: the key must be set; `-`: optional, no"
-        " default) and what it does. `<name>` stands for a slug you choose: the key of an entry of"
-        " `corpora`, `datasets`, `retrievers` or `llms`.",
+        "Default `required`: the key must be set; `-`: optional, no default. `<name>` stands for the name of"
+        " an entry of `corpora`, `datasets`, `retrievers` or `llms`, a slug used in file names:"
+        f" `{schema['definitions']['slug']['pattern'].strip('^$')}`.",
         "",
         "## Top-level keys",
         "",
@@ -162,7 +162,7 @@ def reference(schema: Mapping) -> str:
             if "description" in node:
                 lines += [_prose(node["description"]), ""]
             if name in required:
-                lines += [f"`{name}` is required and holds at least one entry.", ""]
+                lines += ["Required, with at least one entry.", ""]
             _table(lines, rows(entry["properties"], f"{name}.<name>.", set(entry.get("required", []))))
             conditions = _conditions(entry)
             if conditions:
